@@ -39,6 +39,7 @@ __all__ = [
     "PREDICTION_SCHEMA",
     "QTYPES",
     "CATEGORIES",
+    "QTYPE_CATEGORY",
     "RELATIONS",
     "VERDICT_KEYS",
     "DECISIONS",
@@ -76,21 +77,34 @@ QTYPES: tuple[str, ...] = (
     "reasoning",
 )
 
-#: The nine-category capability taxonomy of the RoadSceneVQA-G paper (Table III). The paper's
-#: categories are object recognition, counting, attribute recognition, spatial relation,
-#: comparison, existence, traffic-rule / scene understanding, behaviour (motion) reasoning and
-#: multi-object reasoning; these are their machine names.
+#: The nine-category capability taxonomy of the RoadSceneVQA-G paper (Table III): perception
+#: (existence, enumeration, attribute recognition, object identification, scene inference) and
+#: reasoning (spatial, behavioral, normative, causal). Rule drafts map qtypes onto it as
+#: :data:`QTYPE_CATEGORY` says (a comparison of counts is enumeration; selection is identification).
 CATEGORIES: tuple[str, ...] = (
-    "object_recognition",
-    "counting",
-    "attribute_recognition",
-    "spatial_relation",
-    "comparison",
     "existence",
-    "scene_understanding",
-    "behavior_reasoning",
-    "multi_object_reasoning",
+    "enumeration",
+    "attribute_recognition",
+    "object_identification",
+    "scene_inference",
+    "spatial_reasoning",
+    "behavioral_reasoning",
+    "normative_reasoning",
+    "causal_reasoning",
 )
+
+#: The default category of each question type.
+QTYPE_CATEGORY: dict[str, str] = {
+    "existence": "existence",
+    "counting": "enumeration",
+    "comparison": "enumeration",
+    "identification": "object_identification",
+    "selection": "object_identification",
+    "attribute": "attribute_recognition",
+    "spatial": "spatial_reasoning",
+    "scene": "scene_inference",
+    "reasoning": "behavioral_reasoning",
+}
 
 #: Comparison relations (``targets == [A, B]``: "more A than B", ...).
 RELATIONS: tuple[str, ...] = ("more", "fewer", "equal")
@@ -297,7 +311,7 @@ def item_record(
     """Build one Item as a plain dict in :data:`ITEM_SCHEMA` order.
 
     >>> r = item_record("q1", "img1", 640, 480, "How many cars?", "2", [[0, 0, 9, 9], [10, 10, 20, 20]],
-    ...                 ["car", "car"], count=2, qtype="counting", category="counting")
+    ...                 ["car", "car"], count=2, qtype="counting", category="enumeration")
     >>> r["count"], len(r["boxes"])
     (2, 2)
     """
