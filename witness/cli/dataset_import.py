@@ -1,0 +1,7 @@
+"""`witness dataset import` and `witness dataset demo`."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
