@@ -5,6 +5,7 @@ Sub-apps import their heavy dependencies inside the verbs, so ``witness --help``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -26,6 +27,26 @@ app.add_typer(audit.app, name="audit", help="Agreement, consensus review, adjudi
 app.add_typer(train.app, name="train", help="SFT, ECPO and ConVLM with TRL and PEFT.")
 app.add_typer(eval_cli.app, name="eval", help="Score model outputs: AGC, AESP, pairs, GREC, counting.")
 app.command("demo", help="Run the main job on the bundled demo scenes.")(demo.demo)
+
+
+@app.command("ui")
+def ui(
+    paths: Annotated[list[Path], typer.Argument(help="Release dirs, items files, consensus tables, eval report JSONs.")],
+    port: Annotated[int, typer.Option("--port")] = 8501,
+) -> None:
+    """Browse items with their boxes, audit disagreements and per-sample evaluation errors (Streamlit)."""
+    import subprocess
+    import sys
+
+    from ..errors import require
+
+    require("streamlit", "ui")
+    app_path = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--", *[str(p) for p in paths]]
+    typer.echo(f"witness ui on http://127.0.0.1:{port}")
+    raise typer.Exit(subprocess.call(cmd))
 
 
 def _version(value: bool) -> None:
