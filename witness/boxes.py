@@ -44,6 +44,7 @@ __all__ = [
     "xyxy_to_normalized",
     "normalized_to_xyxy",
     "swap_xy",
+    "shift_boxes",
     "box_area",
     "box_centers",
     "clip_boxes",
@@ -175,6 +176,15 @@ def swap_xy(boxes) -> np.ndarray:
     [[2.0, 1.0, 4.0, 3.0]]
     """
     return as_boxes(boxes)[:, [1, 0, 3, 2]]
+
+
+def shift_boxes(boxes, dx: float, dy: float) -> np.ndarray:
+    """Translate boxes by ``(dx, dy)`` pixels (e.g. remove the padding of a square-padded image).
+
+    >>> shift_boxes([[10, 90, 20, 100]], 0, -80).tolist()
+    [[10.0, 10.0, 20.0, 20.0]]
+    """
+    return as_boxes(boxes) + np.array([dx, dy, dx, dy], dtype=np.float64)
 
 
 def box_area(boxes) -> np.ndarray:
