@@ -15,8 +15,10 @@ def test_gate_releases_admitted_items_with_report(tmp_path, small_items, passing
     # q3 fails review: one reviewer says the question is unnatural
     rows = [r for r in passing_annotations.to_pylist() if r["item_id"] != "q3"]
     rows += reviews("q3", ("r1", "accept", None), ("r2", "accept", "question_natural"))
-    rep = gate(small_items, annotations_table(rows), tmp_path / "rel", min_kappa=-1.0, n_boot=0)
+    rep = gate(small_items, annotations_table(rows), tmp_path / "rel", min_kappa=-1.0, n_boot=0,
+               kappa_field="verdicts.question_natural")
     assert rep.passed and rep.n_admitted == 2
+    assert rep.kappa["kappa"] == 0.0  # p_o = 2/3 = p_e: agreement no better than chance
     assert rep.excluded == {"review: question_natural failed": 1}
     report = json.loads((tmp_path / "rel" / "gate" / "report.json").read_text())
     assert report["n_admitted"] == 2 and report["count_box_agreement"] == 1.0
@@ -38,7 +40,7 @@ def test_split_leakage_refuses(tmp_path, png):
     ])
     rows = reviews("a", ("r1", "accept", None), ("r2", "accept", None)) + reviews("b", ("r1", "accept", None), ("r2", "accept", None))
     with pytest.raises(GateError, match="split leakage"):
-        gate(items, annotations_table(rows), tmp_path / "rel", min_kappa=-1.0, n_boot=0)
+        gate(items, annotations_table(rows), tmp_path / "rel", min_kappa=0.0, n_boot=0)
     assert not (tmp_path / "rel").exists()
 
 

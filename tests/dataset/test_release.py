@@ -393,3 +393,17 @@ def test_bad_split_name_on_an_item_and_bad_sizes(tmp_path: Path) -> None:
         release([tmp_path / "items.parquet"], tmp_path / "out")
     with pytest.raises(InputError, match=r"Expected a positive batch size and shard size, got 0, 1"):
         release([tmp_path / "items.parquet"], tmp_path / "out", batch_size=0, max_shard_bytes=1)
+
+
+def test_extra_files_are_hashed_and_linked(items_file: Path, tmp_path: Path) -> None:
+    import json as _json
+
+    out = tmp_path / "rel"
+    release([items_file], out, extra_files={"gate/report.md": b"# ok\n"}, card_links={"Gate report": "gate/report.md"})
+    assert (out / "gate" / "report.md").read_bytes() == b"# ok\n"
+    assert "[Gate report](gate/report.md)" in (out / "README.md").read_text()
+    manifest = _json.loads((out / "manifest.json").read_text())
+    assert "gate/report.md" in {f["path"] for f in manifest["files"]}
+    with pytest.raises(InputError, match="inside the release"):
+        release([items_file], tmp_path / "rel2", extra_files={"../escape.txt": b"x"})
+    assert not (tmp_path / "rel2").exists() and not (tmp_path / "escape.txt").exists()

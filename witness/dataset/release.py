@@ -428,6 +428,8 @@ def release(
     seed: int = 0,
     splits: Mapping[str, float] | None = None,
     card_extra: Mapping[str, Any] | None = None,
+    extra_files: Mapping[str, bytes] | None = None,
+    card_links: Mapping[str, str] | None = None,
     batch_size: int = 256,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     on_progress: Callable[[int, int], None] | None = None,
@@ -437,7 +439,10 @@ def release(
     Split rule: by image (see :func:`assign_splits`); ``splits`` maps split names to fractions of
     the images without a split (default ``{"train": 1 - test_fraction, "test": test_fraction}``).
     ``card_extra`` adds to or overrides keys of the card's YAML header (e.g. ``license``,
-    ``pretty_name``). ``on_progress(done, total)`` is called after each batch.
+    ``pretty_name``). ``extra_files`` maps relative paths to bytes written inside the release
+    (hashed in the manifest like every file, e.g. the audit gate's report); ``card_links`` maps a
+    title to a relative path that the card's "Reports" section links. ``on_progress(done, total)``
+    is called after each batch.
 
     Errors: a missing file, a duplicate item id across files, a validation failure
     (:func:`witness.schema.validate_items`, per file), an image in two splits, a missing or
@@ -523,6 +528,12 @@ def release(
                 w.close()
         for w in writers.values():
             w.finish()
+        for rel, payload in dict(extra_files or {}).items():
+            target = (tmp / rel).resolve()
+            if tmp.resolve() not in target.parents or rel.startswith(("data/", "README.md", "manifest.json", "stats.json")):
+                raise InputError(f"Expected an extra file path inside the release and outside its own files, got {rel!r}.")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(payload)
         from .stats import dataset_stats
 
         stats = dataset_stats(tmp)
@@ -531,7 +542,7 @@ def release(
         items_per = {s: writers[s].rows for s in split_names}
         images_per = {s: len({img for img, a in zip(image_ids, assigned, strict=True) if a == s}) for s in split_names}
         data_files = {s: [f"data/{p.name}" for p in sorted(data_dir.glob(f"{s}-*.parquet"))] for s in split_names}
-        card = dataset_card(data_files, items_per, stats, data_dir=tmp, extra=card_extra)
+        card = dataset_card(data_files, items_per, stats, data_dir=tmp, extra=card_extra, links=card_links)
         (tmp / "README.md").write_text(card)
         files = _manifest_files(tmp)
         manifest = {
@@ -612,13 +623,15 @@ def dataset_card(
     *,
     data_dir: Path | None = None,
     extra: Mapping[str, Any] | None = None,
+    links: Mapping[str, str] | None = None,
 ) -> str:
     """The README.md of a release: a YAML header ``datasets.load_dataset`` reads, then a body.
 
     Header keys: ``license`` (default ``unknown``), ``task_categories``, ``tags``,
     ``configs`` (one ``default`` config, ``data_files`` per split) and ``dataset_info``
     (``features`` from :func:`witness.schema.hf_features`, ``splits`` with ``num_examples``).
-    ``extra`` overrides or adds header keys.
+    ``extra`` overrides or adds header keys; ``links`` (title → relative path) become a
+    "Reports" section.
     """
     import yaml
 
@@ -657,7 +670,7 @@ def dataset_card(
         f"# {name}",
         "",
         "Grounded visual question answering: every answer is tied to the set of boxes that witnesses it "
-        "(one box, several, or none). Built with [witness](https://example.org/witness): drafted, "
+        "(one box, several, or none). Built with witness: drafted, "
         "annotated, reviewed and released as Parquet with the images embedded.",
         "",
         "## Loading",
@@ -688,4 +701,6 @@ def dataset_card(
         "See `stats.json` for per-qtype and per-category counts; `manifest.json` lists the SHA-256 of every file.",
         "",
     ]
+    if links:
+        lines += ["## Reports", ""] + [f"- [{title}]({path})" for title, path in links.items()] + [""]
     return "\n".join(lines)
