@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -73,8 +74,8 @@ def schema_problems(items: pa.Table) -> dict[str, str]:
     >>> from witness.schema import item_record, items_table
     >>> t = items_table([item_record("ok", "i", 10, 10, "Any car?", "yes", [[0, 0, 5, 5]], ["car"]),
     ...                  item_record("bad", "i", 10, 10, "Any car?", "yes", [[0, 0, 50, 5]], ["car"])])
-    >>> list(schema_problems(t))
-    ['bad']
+    >>> schema_problems(t)
+    {'bad': 'invalid boxes'}
     """
     try:
         validate_items(items)
@@ -94,7 +95,8 @@ def schema_problems(items: pa.Table) -> dict[str, str]:
         try:
             validate_items(single.slice(r, 1))
         except SchemaError as exc:
-            problems[item_id] = str(exc).split(" (")[0]
+            field = re.search(r"field '([^']+)'", str(exc))
+            problems[item_id] = f"invalid {field.group(1)}" if field else str(exc).split(" (")[0]
     return problems
 
 

@@ -35,8 +35,8 @@ def simulate_review(
     items: pa.Table,
     *,
     corrupt_share: float = 0.05,
-    detect: float = 0.95,
-    false_alarm: float = 0.01,
+    detect: float = 0.98,
+    false_alarm: float = 0.005,
     reviewers: tuple[str, str] = ("sim-reviewer-1", "sim-reviewer-2"),
     seed: int = 0,
 ) -> tuple[pa.Table, pa.Table, dict[str, int]]:
