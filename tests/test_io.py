@@ -240,3 +240,19 @@ def test_parquet_and_jsonl_round_trip_random_items(tmp_path: Path, specs) -> Non
     write_jsonl(rows, tmp_path / "r.jsonl")
     assert read_table(tmp_path / "r.parquet", "item").equals(t)
     assert read_table(tmp_path / "r.jsonl", "item").to_pylist() == t.to_pylist()
+
+
+def test_read_table_ids_keeps_only_listed_rows_in_file_order(tmp_path):
+    from witness.io import read_table as _read_table
+    from witness.io import write_jsonl as _write_jsonl
+    from witness.io import write_table as _write_table
+    from witness.schema import item_record as _item, items_table as _items
+
+    rows = [_item(f"q{i}", "im", 10, 10, "q?", "a") for i in range(600)]
+    pq_path = _write_table(_items(rows), tmp_path / "items.parquet", row_group_size=100)
+    got = _read_table(pq_path, "item", ids=["q599", "q3", "nope"])
+    assert got.column("id").to_pylist() == ["q3", "q599"]
+    light = _read_table(pq_path, "item", columns=["question"], ids=["q7"])
+    assert light.column_names == ["question"] and light.num_rows == 1
+    jl = _write_jsonl(rows[:5], tmp_path / "items.jsonl")
+    assert _read_table(jl, "item", ids={"q1"}).column("id").to_pylist() == ["q1"]

@@ -15,15 +15,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import InputError, SchemaError
-from .schema import conform, validate_annotations, validate_items, validate_scenes
+from .schema import _ID_KEY, conform, validate_annotations, validate_items, validate_scenes
 
 __all__ = [
     "atomic_path",
@@ -134,11 +135,15 @@ def read_table(
     record: str,
     *,
     columns: list[str] | None = None,
+    ids: Collection[str] | None = None,
 ) -> pa.Table:
-    """Read a Parquet or JSONL file of ``record`` records, conformed to the record's schema.
+    """Read a Parquet or JSONL file (or a directory of Parquet files, such as a release) of
+    ``record`` records, conformed to the record's schema.
 
     ``columns`` reads only those columns (Parquet reads nothing else from disk); a missing required
-    column raises :class:`SchemaError` naming it.
+    column raises :class:`SchemaError` naming it. ``ids`` keeps only the records whose key (``id``,
+    ``image_id`` for scenes, ``item_id`` for annotations) is listed, reading Parquet batch by batch
+    so that a large file with embedded images never sits in memory whole.
     """
     path = Path(path)
     if not path.exists():
@@ -147,11 +152,15 @@ def read_table(
         files = sorted(path.glob("*.parquet")) or sorted(path.glob("**/*.parquet"))
         if not files:
             raise InputError(f"Expected Parquet files in the directory, found none ({path}).")
-        return pa.concat_tables([read_table(f, record, columns=columns) for f in files])
+        return pa.concat_tables([read_table(f, record, columns=columns, ids=ids) for f in files])
     if path.stat().st_size == 0:
         raise InputError(f"Expected {record} records, got an empty file ({path}).")
+    key = _ID_KEY[record]
+    wanted_ids = None if ids is None else pa.array(sorted({str(i) for i in ids}), pa.string())
     if _is_jsonl(path):
         table = _read_jsonl_table(path, record)
+        if wanted_ids is not None:
+            table = table.filter(pc.is_in(table.column(key), value_set=wanted_ids))
     else:
         try:
             pf = pq.ParquetFile(path)
@@ -159,7 +168,17 @@ def read_table(
             raise InputError(f"Expected a Parquet or JSONL file, got unreadable data ({path}): {exc}.") from None
         names = pf.schema_arrow.names
         wanted = None if columns is None else [c for c in columns if c in names]
-        table = pf.read(columns=wanted)
+        if wanted_ids is None:
+            table = pf.read(columns=wanted)
+        else:
+            read_cols = None if wanted is None else list(dict.fromkeys([*wanted, key]))
+            parts = [
+                b.filter(pc.is_in(b.column(key), value_set=wanted_ids))
+                for b in pf.iter_batches(batch_size=256, columns=read_cols)
+            ]
+            table = pa.Table.from_batches(parts, schema=pf.schema_arrow if read_cols is None else None) if parts else pf.schema_arrow.empty_table()
+            if wanted is not None:
+                table = table.select(wanted)
     return conform(table, record, source=path, columns=columns)
 
 

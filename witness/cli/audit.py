@@ -137,10 +137,14 @@ def sample_cmd(
     from ..audit.sample import blind, stratified_sample
     from ..io import read_table, write_table
 
-    res = stratified_sample(read_table(items, "item"), n, stratify=_split_list(stratify) or [], seed=seed)
-    write_table(res.table, out)
+    columns = _split_list(stratify) or []
+    # Choose on the light columns; then read only the chosen rows (a release embeds its images).
+    light = read_table(items, "item", columns=list(dict.fromkeys(["id", *columns])))
+    res = stratified_sample(light, n, stratify=columns, seed=seed)
+    chosen = read_table(items, "item", ids=res.table.column("id").to_pylist())
+    write_table(chosen, out)
     blind_path = out.with_name(out.stem + ".blind.parquet")
-    write_table(blind(res.table), blind_path)
+    write_table(blind(chosen), blind_path)
     d = res.to_dict() | {"out": str(out), "blind": str(blind_path)}
     if as_json:
         print_json(d)
