@@ -5,7 +5,7 @@ STUDIO_VENV ?= .studio-venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install studio demo test test-fast lint bench clean
+.PHONY: install studio chromium demo test test-fast lint bench clean
 
 install: $(VENV)/.installed
 
@@ -18,7 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Label Studio lives in its own virtualenv: its pins (pyarrow, openai, pytz, Django) must not constrain ours.
-studio: $(STUDIO_VENV)/.installed
+studio: $(STUDIO_VENV)/.installed chromium
+
+# Headless Chromium for the Label Studio screenshot test (Debian package; a no-op once installed).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo "sudo -n" ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null; } \
+	  || echo "warning: could not install chromium; the studio screenshot test will be skipped"
 
 $(STUDIO_VENV)/.installed:
 	$(PYTHON) -m venv $(STUDIO_VENV)
