@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
@@ -10,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from witness.boxes import iou_matrix
+import witness.train.rewards as rewards_mod
+from witness.boxes import as_boxes, iou_matrix
 from witness.errors import InputError
 from witness.train.rewards import (
     AccuracyReward,
@@ -210,3 +212,151 @@ def test_a_huge_box_among_small_ones_is_clustered_exactly():
     rollouts = [small + [[0, 0, 5000, 5000]], small, [[0, 0, 5000, 4900]]]
     ref = consensus_reference(rollouts, 2)
     np.testing.assert_allclose(np.asarray(consensus_set(rollouts)).reshape(-1, 4), np.asarray(ref).reshape(-1, 4))
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled fast path (numba) against the pure-Python path (bit for bit) and the reference
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _jit(enabled: bool):
+    old = rewards_mod._USE_JIT
+    rewards_mod._USE_JIT = enabled
+    try:
+        yield
+    finally:
+        rewards_mod._USE_JIT = old
+
+
+def _needs_numba():
+    pytest.importorskip("numba")
+    with _jit(True):  # also under WITNESS_REWARDS_JIT=0
+        assert rewards_mod.warmup(), "numba is installed but the reward kernel did not build"
+
+
+def _both_paths(rollouts, **kw):
+    """ecpo_group and consensus_set on both paths; asserts they are exactly equal."""
+    plain = [r if r is not None else [] for r in rollouts]
+    with_set = kw.get("k") is None or kw["k"] >= 1  # consensus_set rejects k < 1, ecpo_group does not
+    with _jit(True):
+        assert rewards_mod._jit_kernel() is not None
+        fast = ecpo_group(rollouts, **kw)
+        fast_cons = consensus_set(plain, **kw) if with_set else fast.consensus
+    with _jit(False):
+        slow = ecpo_group(rollouts, **kw)
+        slow_cons = consensus_set(plain, **kw) if with_set else slow.consensus
+    assert fast.r_grp == slow.r_grp
+    assert fast.consensus == slow.consensus
+    assert fast_cons == slow_cons == fast.consensus
+    assert np.array_equal(fast.union, slow.union)
+    return fast
+
+
+# coordinates on a coarse grid: duplicates, nested boxes and exact IoU ties are frequent
+_tied_boxes = st.lists(
+    st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(1, 5), st.integers(1, 5)).map(
+        lambda t: [5 * t[0], 5 * t[1], 5 * (t[0] + t[2]), 5 * (t[1] + t[3])]
+    ),
+    max_size=8,
+)
+_rollout = st.one_of(_boxes, _tied_boxes, st.just([]), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(rollouts=st.lists(_rollout, min_size=1, max_size=16), k=st.one_of(st.none(), st.integers(1, 6)),
+       iou=st.sampled_from([0.5, 0.5, 0.3, 0.75]))
+def test_fast_path_equals_the_python_path_exactly(rollouts, k, iou):
+    _needs_numba()
+    _both_paths(rollouts, k=k, iou=iou)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rollouts=st.lists(st.one_of(_boxes, _tied_boxes, st.just([])), min_size=2, max_size=10))
+def test_both_paths_match_the_box_by_box_reference(rollouts):
+    k = default_k(len(rollouts))
+    ref = np.asarray(consensus_reference(rollouts, k)).reshape(-1, 4)
+    for enabled in (True, False):
+        with _jit(enabled):
+            np.testing.assert_allclose(np.asarray(consensus_set(rollouts)).reshape(-1, 4), ref)
+            g = ecpo_group(rollouts)
+        for r, got in zip(rollouts, g.r_grp, strict=True):
+            assert got == pytest.approx(coverage_reference(np.asarray(r, float).reshape(-1, 4), ref))
+
+
+def _dense_group(rng, g, n, size=1920.0):
+    """A dense traffic scene like benchmarks/rewards.py: jittered detections plus false positives."""
+    xy = rng.uniform(0, size - 120, (n, 2))
+    gt = np.concatenate([xy, xy + rng.uniform(20, 120, (n, 2))], axis=1)
+    out = []
+    for _ in range(g):
+        keep = rng.random(n) < 0.85
+        fp = rng.uniform(0, size - 100, (int(rng.integers(0, 3)), 2))
+        out.append(np.concatenate([gt[keep] + rng.normal(0, 3, (int(keep.sum()), 4)), np.concatenate([fp, fp + 50], 1)]))
+    return out
+
+
+def test_fast_path_equals_the_python_path_on_dense_groups():
+    _needs_numba()
+    rng = np.random.default_rng(7)
+    lsa_blocks = 0
+    for g, n in ((6, 20), (16, 55), (16, 8)):
+        for _ in range(40):
+            rollouts = _dense_group(rng, g, n)
+            _both_paths(rollouts)
+            with _jit(True):
+                fast = rewards_mod._ecpo_fast([np.asarray(r, float) for r in rollouts], default_k(g), 0.5, True)
+            union, _, cons, _, needs, ov = fast
+            lsa_blocks += int(needs.sum())
+            if len(cons):  # the kernel's IoU matrix is _iou's, bit for bit
+                assert np.array_equal(ov, _iou(union, cons))
+    assert lsa_blocks > 0  # the Hungarian fallback was exercised too
+
+
+def test_fast_path_hand_worked_cases_and_corners():
+    _needs_numba()
+    assert _both_paths([[A], [A], None, []]).r_grp == [1.0, 1.0, None, 0.0]
+    assert _both_paths([[A, B], [A, C], [A], [A, C]]).r_grp == [0.5, 1.0, 0.5, 1.0]
+    _both_paths([[A, A], [], [], []])
+    _both_paths([[], [], None])
+    _both_paths([None])
+    _both_paths([[[5, 5, 0, 0], [0, 0, 10, 10]], [[5, 5, 0, 0], [0, 0, 10, 10]]])  # inverted boxes
+    _both_paths([[[0, 0, 0, 10]], [[0, 0, 0, 10]]])  # zero-area boxes
+    _both_paths([[A, C]] * 70, k=65)  # more rollouts than the bits of an int64
+    for k in (0, -3, 10**30, np.int64(2)):  # clamped or passed through, as the Python path
+        _both_paths([[A], [A, B], [B]], k=k)
+    big = [[[0, 0, 1e200, 1e200]], [[0, 0, 1e200, 1e200]]]  # out of the kernel's exact range
+    with _jit(True):
+        assert rewards_mod._ecpo_fast([as_boxes(b) for b in big], 2, 0.5, True) is None
+        assert rewards_mod._ecpo_fast([as_boxes([[0, 0, 1, 1]])] * 2, 2, 0.5, True) is not None
+    _both_paths(big)
+    small = [[float(i), float(i), i + 2.0, i + 2.0] for i in range(0, 400, 5)]
+    _both_paths([small + [[0, 0, 5000, 5000]], small, [[0, 0, 5000, 4900]]])
+
+
+def test_rewards_work_without_numba():
+    code = (
+        "import sys; sys.modules['numba'] = None; import witness.train.rewards as r; "
+        "assert r.warmup() is False; "
+        "g = r.ecpo_group([[[0, 0, 10, 10]], [[0, 0, 10, 10], [50, 50, 60, 60]], [[50, 50, 60, 61]], []]); "
+        "assert g.r_grp == [0.5, 1.0, 0.5, 0.0], g.r_grp; "
+        "assert r.consensus_set([[[0, 0, 10, 10]], [[0, 0, 10, 12]]]) == [[0.0, 0.0, 10.0, 11.0]]"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_kernel_builds_without_a_cache_directory(monkeypatch):
+    numba = pytest.importorskip("numba")
+    real = numba.njit
+
+    def no_cache(*args, **kwargs):
+        if kwargs.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", no_cache)
+    monkeypatch.setattr(rewards_mod, "_JIT", None)
+    monkeypatch.setattr(rewards_mod, "_USE_JIT", True)
+    assert rewards_mod.warmup()
+    _both_paths([[A, B], [A, C], [A], [A, C]])

@@ -21,6 +21,15 @@ process's slice of the generation batch, and a slice may split a group of G roll
 questions of a pair) across ranks; the group rewards therefore gather the whole batch from every
 rank, score complete groups, and return this rank's slice (``shared/notes/trl-cpu.md``).
 
+Speed: :func:`ecpo_group` and :func:`consensus_set` run one compiled numba kernel (clustering, IoU
+against S̃, and the per-rollout match counts wherever a shortcut settles them exactly; the other
+rollouts run the same :func:`scipy.optimize.linear_sum_assignment`) when numba is installed (the
+``train`` extra). Its float operations are those of the pure-Python path, in the same order, so the
+results are bit-for-bit equal (tested); without numba, with ``WITNESS_REWARDS_JIT=0``, or for input
+outside the kernel's exact range (non-finite or huge coordinates), the pure-Python path runs. numba
+is imported, and the kernel compiled or loaded from its on-disk cache, once per process, on first
+use or by :func:`warmup` (:class:`ConsensusCoverageReward` calls it).
+
 Answer matching comes from :mod:`witness.eval.answers` (the evaluator's helpers): ``r_ans`` is its
 token F1 over leniently normalized answers, ``r_acc`` its strict GCA-s rule.
 """
@@ -28,6 +37,7 @@ token F1 over leniently normalized answers, ``r_acc`` its strict GCA-s rule.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, Sequence
 
@@ -50,6 +60,7 @@ __all__ = [
     "consistency_reward",
     "ecpo_group",
     "EcpoGroup",
+    "warmup",
     "completion_text",
     "ConsensusCoverageReward",
     "FormatReward",
@@ -251,6 +262,9 @@ def consensus_set(rollouts: Sequence[Any], k: int | None = None, iou: float = 0.
     if k < 1:
         raise InputError(f"Expected a support threshold k >= 1, got {k} (consensus_set). Use k = max(2, ceil(G/4)).")
     arrays = [as_boxes(r, name="rollout boxes") for r in rollouts]
+    fast = _ecpo_fast(arrays, k, iou, False)
+    if fast is not None:
+        return fast[2].tolist()
     return _consensus(arrays, k, iou).tolist()
 
 
@@ -339,6 +353,9 @@ def ecpo_group(rollouts: Sequence[Any], k: int | None = None, iou: float = 0.5) 
     if k is None:
         k = default_k(G)
     arrays = [as_boxes(r if r is not None else [], name="rollout boxes") for r in rollouts]
+    fast = _ecpo_fast(arrays, k, iou, True)
+    if fast is not None:
+        return _ecpo_group_from_kernel(rollouts, fast, iou)
     consensus = _consensus(arrays, k, iou)
     union = np.concatenate(arrays) if arrays else np.zeros((0, 4))
     if not len(consensus):
@@ -349,6 +366,25 @@ def ecpo_group(rollouts: Sequence[Any], k: int | None = None, iou: float = 0.5) 
     matched = _matched_blocks(ov, sizes, iou)
     n_s = len(consensus)
     out = [None if r is None else m / n_s for r, m in zip(rollouts, matched, strict=True)]
+    return EcpoGroup(out, consensus.tolist(), union)
+
+
+def _ecpo_group_from_kernel(rollouts: Sequence[Any], fast: tuple, iou: float) -> EcpoGroup:
+    """:func:`ecpo_group`'s result from :func:`_ecpo_fast`'s: the blocks the kernel could not
+    settle by a shortcut run the same :func:`scipy.optimize.linear_sum_assignment` as the Python path."""
+    union, offsets, consensus, matched, needs, ov = fast
+    n_s = len(consensus)
+    if n_s == 0:
+        sizes = np.diff(offsets).tolist()
+        out = [None if r is None else (1.0 if n == 0 else 0.0) for r, n in zip(rollouts, sizes, strict=True)]
+        return EcpoGroup(out, [], union)
+    counts = matched.tolist()
+    if needs.any():
+        for g in np.flatnonzero(needs).tolist():
+            block = ov[offsets[g] : offsets[g + 1]]
+            rows, cols = linear_sum_assignment(block, maximize=True)
+            counts[g] = int((block[rows, cols] >= iou).sum())
+    out = [None if r is None else m / n_s for r, m in zip(rollouts, counts, strict=True)]
     return EcpoGroup(out, consensus.tolist(), union)
 
 
@@ -385,6 +421,320 @@ def _matched_blocks(ov: np.ndarray, sizes: np.ndarray, iou: float) -> list[int]:
             s0 = int(starts[b])
             out[g] = _matched(ov[s0 : s0 + int(sizes[g])], iou)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled fast path (optional numba): the same arithmetic as the pure-Python path, op for op
+# --------------------------------------------------------------------------------------------
+
+#: Whether :func:`ecpo_group` and :func:`consensus_set` may use the compiled kernel (when numba is
+#: installed). ``WITNESS_REWARDS_JIT=0`` in the environment turns it off; tests and benchmarks flip it.
+_USE_JIT = os.environ.get("WITNESS_REWARDS_JIT", "1") != "0"
+#: The compiled kernel: ``None`` until first needed, ``False`` when numba is missing or failed.
+_JIT: Any = None
+_JIT_SIGNATURE = "(float64[:, ::1], int64[::1], int64, float64, boolean, boolean)"
+#: Coordinates beyond this magnitude (or not finite) take the pure-Python path: below it no area,
+#: sum or grid cell of the kernel can overflow or lose integer exactness.
+_JIT_MAX_COORD = 1e150
+
+
+def _ecpo_kernel(boxes, offsets, k, iou, use_grid, cover):  # pragma: no cover - compiled by numba
+    """Consensus (and, with ``cover``, the per-rollout match counts) of the pooled ``boxes``.
+
+    ``offsets[g]:offsets[g + 1]`` are the rows of rollout ``g``. Mirrors :func:`_cluster_arrays`
+    (same grid of candidate cells, same candidate order, same float operations in the same order),
+    :func:`_iou` and :func:`_matched_blocks` + :func:`_matched`'s shortcuts, so the results are
+    bit-for-bit those of the pure-Python path. Returns ``(status, consensus, matched, needs_lsa,
+    ov)``: ``status`` 1 means "input outside the kernel's exact range, use the Python path";
+    ``needs_lsa[g]`` marks the blocks of ``ov`` (the IoU matrix of the pooled boxes against the
+    consensus) whose count needs :func:`scipy.optimize.linear_sum_assignment`.
+    """
+    n = boxes.shape[0]
+    n_g = offsets.shape[0] - 1
+    matched = np.zeros(n_g, np.int64)
+    needs = np.zeros(n_g, np.bool_)
+    no_ov = np.zeros((0, 0))
+    lim = _JIT_MAX_COORD
+    for i in range(n):
+        for j in range(4):
+            if not abs(boxes[i, j]) <= lim:
+                return 1, np.zeros((0, 4)), matched, needs, no_ov
+    inv = 1.0
+    if use_grid and n > 0:
+        sides = np.empty(n)
+        for i in range(n):
+            w = boxes[i, 2] - boxes[i, 0]
+            h = boxes[i, 3] - boxes[i, 1]
+            sides[i] = w if w > h else h
+        side = np.median(sides)
+        inv = 1.0 / side if side > 0 else 1.0
+        # grid cells are compared as floats: exact while |x / side| < 2**52
+        for i in range(n):
+            for j in range(4):
+                if not abs(boxes[i, j] * inv) < 4503599627370496.0:
+                    return 1, np.zeros((0, 4)), matched, needs, no_ov
+    # greedy clustering (see _cluster_arrays); support counts distinct rollouts (boxes come in
+    # rollout order, so a cluster's support grows when its last rollout differs)
+    reps = np.empty((n, 4))
+    sums = np.empty((n, 4))
+    count = np.empty(n, np.int64)
+    area = np.empty(n)
+    support = np.empty(n, np.int64)
+    last = np.empty(n, np.int64)
+    cell_x = np.empty(n)
+    cell_y = np.empty(n)
+    nc = 0
+    c1 = c2 = c3 = c4 = 0.0
+    for g in range(n_g):
+        for i in range(offsets[g], offsets[g + 1]):
+            x1 = boxes[i, 0]
+            y1 = boxes[i, 1]
+            x2 = boxes[i, 2]
+            y2 = boxes[i, 3]
+            a = (x2 - x1) * (y2 - y1)
+            scan_all = True
+            if use_grid:
+                c1 = np.floor(x1 * inv)
+                c2 = np.floor(y1 * inv)
+                c3 = np.floor(x2 * inv)
+                c4 = np.floor(y2 * inv)
+                scan_all = (c3 - c1 + 1.0) * (c4 - c2 + 1.0) > nc
+            best = -1
+            best_v = -1.0
+            for c in range(nc):
+                if not scan_all:
+                    cx = cell_x[c]
+                    cy = cell_y[c]
+                    if cx < c1 or cx > c3 or cy < c2 or cy > c4:
+                        continue
+                r0 = reps[c, 0]
+                r1 = reps[c, 1]
+                r2 = reps[c, 2]
+                r3 = reps[c, 3]
+                iw = (x2 if x2 < r2 else r2) - (x1 if x1 > r0 else r0)
+                if iw <= 0:
+                    continue
+                ih = (y2 if y2 < r3 else r3) - (y1 if y1 > r1 else r1)
+                if ih <= 0:
+                    continue
+                inter = iw * ih
+                union = a + area[c] - inter
+                v = inter / union if union > 0 else 0.0
+                if v >= iou and v > best_v:
+                    best = c
+                    best_v = v
+            if best < 0:
+                c = nc
+                nc += 1
+                reps[c, 0] = sums[c, 0] = x1
+                reps[c, 1] = sums[c, 1] = y1
+                reps[c, 2] = sums[c, 2] = x2
+                reps[c, 3] = sums[c, 3] = y2
+                count[c] = 1
+                area[c] = a
+                support[c] = 1
+                last[c] = g
+                if use_grid:
+                    cell_x[c] = np.floor((x1 + x2) * 0.5 * inv)
+                    cell_y[c] = np.floor((y1 + y2) * 0.5 * inv)
+            else:
+                c = best
+                sums[c, 0] += x1
+                sums[c, 1] += y1
+                sums[c, 2] += x2
+                sums[c, 3] += y2
+                m = count[c] + 1
+                count[c] = m
+                fm = float(m)
+                r0 = sums[c, 0] / fm
+                r1 = sums[c, 1] / fm
+                r2 = sums[c, 2] / fm
+                r3 = sums[c, 3] / fm
+                reps[c, 0] = r0
+                reps[c, 1] = r1
+                reps[c, 2] = r2
+                reps[c, 3] = r3
+                area[c] = (r2 - r0) * (r3 - r1)
+                if last[c] != g:
+                    support[c] += 1
+                    last[c] = g
+                if use_grid:
+                    cell_x[c] = np.floor((r0 + r2) * 0.5 * inv)
+                    cell_y[c] = np.floor((r1 + r3) * 0.5 * inv)
+    n_s = 0
+    for c in range(nc):
+        if support[c] >= k:
+            n_s += 1
+    cons = np.empty((n_s, 4))
+    j = 0
+    for c in range(nc):
+        if support[c] >= k:
+            cons[j, 0] = reps[c, 0]
+            cons[j, 1] = reps[c, 1]
+            cons[j, 2] = reps[c, 2]
+            cons[j, 3] = reps[c, 3]
+            j += 1
+    if not cover or n_s == 0:
+        return 0, cons, matched, needs, no_ov
+    # IoU of every pooled box against the consensus (see _iou)
+    ov = np.empty((n, n_s))
+    area_s = np.empty(n_s)
+    for j in range(n_s):
+        w = cons[j, 2] - cons[j, 0]
+        h = cons[j, 3] - cons[j, 1]
+        area_s[j] = (w if w > 0.0 else 0.0) * (h if h > 0.0 else 0.0)
+    for i in range(n):
+        a0 = boxes[i, 0]
+        a1 = boxes[i, 1]
+        a2 = boxes[i, 2]
+        a3 = boxes[i, 3]
+        w = a2 - a0
+        h = a3 - a1
+        area_i = (w if w > 0.0 else 0.0) * (h if h > 0.0 else 0.0)
+        for j in range(n_s):
+            b0 = cons[j, 0]
+            b1 = cons[j, 1]
+            b2 = cons[j, 2]
+            b3 = cons[j, 3]
+            iw = (a2 if a2 < b2 else b2) - (a0 if a0 > b0 else b0)
+            if not iw > 0.0:
+                iw = 0.0
+            ih = (a3 if a3 < b3 else b3) - (a1 if a1 > b1 else b1)
+            if not ih > 0.0:
+                ih = 0.0
+            inter = iw * ih
+            union = area_i + area_s[j]
+            union -= inter
+            ov[i, j] = inter / union if union > 0 else inter
+    # |M| of every rollout's block of rows (see _matched_blocks and _matched)
+    row_adm = np.empty(n, np.int64)
+    row_other = np.empty(n)
+    col_adm = np.empty(n_s, np.int64)
+    col_other = np.empty(n_s)
+    col_nz = np.empty(n_s, np.int64)
+    for g in range(n_g):
+        s0 = offsets[g]
+        s1 = offsets[g + 1]
+        if s1 == s0:
+            continue
+        for j in range(n_s):
+            col_adm[j] = 0
+            col_other[j] = -np.inf
+        total = 0
+        for i in range(s0, s1):
+            na = 0
+            ro = -np.inf
+            for j in range(n_s):
+                v = ov[i, j]
+                if v >= iou:
+                    na += 1
+                    col_adm[j] += 1
+                    v = 0.0
+                if v > ro:
+                    ro = v
+                if v > col_other[j]:
+                    col_other[j] = v
+            row_adm[i] = na
+            row_other[i] = ro
+            total += na
+        ok = True
+        for j in range(n_s):
+            if col_adm[j] > 1:
+                ok = False
+                break
+        if ok:
+            for i in range(s0, s1):
+                if row_adm[i] > 1:
+                    ok = False
+                    break
+                for j in range(n_s):
+                    v = ov[i, j]
+                    if v >= iou and not v > row_other[i] + col_other[j]:
+                        ok = False
+                        break
+                if not ok:
+                    break
+        if ok:
+            matched[g] = total
+            continue
+        # partial permutation of the positive overlaps: every optimum takes them all
+        for j in range(n_s):
+            col_nz[j] = 0
+        ok = True
+        for i in range(s0, s1):
+            nz = 0
+            for j in range(n_s):
+                if ov[i, j] > 0:
+                    nz += 1
+                    col_nz[j] += 1
+            if nz > 1:
+                ok = False
+                break
+        if ok:
+            for j in range(n_s):
+                if col_nz[j] > 1:
+                    ok = False
+                    break
+        if ok:
+            matched[g] = total
+        else:
+            needs[g] = True
+    return 0, cons, matched, needs, ov
+
+
+def _jit_kernel():
+    """The compiled :func:`_ecpo_kernel` (built, or loaded from numba's cache, once per process),
+    or ``None`` when it is switched off or numba is not installed."""
+    global _JIT
+    if not _USE_JIT:
+        return None
+    if _JIT is None:
+        try:
+            import numba
+        except ImportError:
+            _JIT = False
+            return None
+        opts = {"nogil": True, "error_model": "numpy"}
+        try:
+            _JIT = numba.njit(_JIT_SIGNATURE, cache=True, **opts)(_ecpo_kernel)
+        except Exception:  # e.g. no writable cache directory: compile without a cache
+            try:
+                _JIT = numba.njit(_JIT_SIGNATURE, **opts)(_ecpo_kernel)
+            except Exception:  # pragma: no cover - an unsupported numba: the Python path is exact too
+                _JIT = False
+    return _JIT or None
+
+
+def warmup() -> bool:
+    """Build (or load from cache) the compiled reward kernel now instead of on the first group.
+    Returns whether the compiled path is in use (numba installed and not switched off)."""
+    return _jit_kernel() is not None
+
+
+def _ecpo_fast(arrays: list[np.ndarray], k: Any, iou: float, cover: bool):
+    """Run the kernel on the rollouts' box arrays: ``(pooled, offsets, consensus, matched, needs,
+    ov)``, or ``None`` when the pure-Python path must run (no numba, exotic ``k`` or input)."""
+    kernel = _jit_kernel()
+    if kernel is None or isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        return None
+    if isinstance(iou, bool) or not isinstance(iou, (float, int)):  # np.float32 compares in float32
+        return None
+    n_g = len(arrays)
+    offsets = np.empty(n_g + 1, np.int64)
+    offsets[0] = 0
+    total = 0
+    for g, a in enumerate(arrays):
+        total += len(a)
+        offsets[g + 1] = total
+    if total == 0:
+        return None
+    pooled = np.concatenate(arrays)
+    # support never exceeds G: clamping k keeps every comparison and fits int64
+    k_eff = max(0, min(int(k), n_g + 1))
+    status, cons, matched, needs, ov = kernel(pooled, offsets, k_eff, float(iou), bool(iou >= 0.5), cover)
+    if status:
+        return None
+    return pooled, offsets, cons, matched, needs, ov
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,6 +883,7 @@ class ConsensusCoverageReward(_Parsing):
         self.k = default_k(num_generations) if k is None else k
         self.iou = iou
         self.last_groups: list[EcpoGroup] = []
+        warmup()  # compile (or load) the reward kernel now, not inside the first training step
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
         n = len(completions)
