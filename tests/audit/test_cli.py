@@ -70,13 +70,14 @@ def test_gate_refusal_exit_1_and_no_release(tmp_path, small_items, passing_annot
 
 def test_gate_pass(tmp_path, small_items):
     rows = []
-    for i, q in enumerate(["q1", "q2", "q3"]):
+    for q in ["q1", "q2"]:
         rows += reviews(q, ("r1", "accept", None), ("r2", "accept", None))
-    # agreement on a varied field so that kappa is defined and high
-    rows += reviews("x", ("r1", "discard", None), ("r2", "discard", None))
+    # both reviewers discard q3: kappa is defined (1.0) and q3 is not released
+    rows += reviews("q3", ("r1", "discard", None), ("r2", "discard", None))
     items_path = write_table(small_items, tmp_path / "items.parquet")
     ann_path = write_table(annotations_table(rows), tmp_path / "ann.parquet")
     res = runner.invoke(audit_app, ["gate", str(items_path), "--annotations", str(ann_path), "--out", str(tmp_path / "rel"), "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    assert d["passed"] and d["n_admitted"] == 3 and d["kappa"]["kappa"] == 1.0
+    assert d["passed"] and d["n_admitted"] == 2 and d["kappa"]["kappa"] == 1.0
+    assert d["excluded"] == {"review: discarded": 1}

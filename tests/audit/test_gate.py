@@ -57,3 +57,14 @@ def test_pair_released_whole_or_not(tmp_path, png):
     with pytest.raises(GateError, match="no item passed") as info:
         gate(items, annotations_table(rows), tmp_path / "rel", min_kappa=-1.0, n_boot=0)
     assert info.value.report.excluded == {"pair partner excluded": 1, "review: discarded": 2}
+
+
+def test_annotations_of_other_items_do_not_count(tmp_path, small_items, passing_annotations):
+    # Reviewers disagree wildly on another batch: it must not move this batch's kappa.
+    other = []
+    for i in range(30):
+        other += reviews(f"other{i}", ("r1", "accept" if i % 2 else "discard", None), ("r2", "discard" if i % 2 else "accept", None))
+    rows = reviews("q1", ("r1", "accept", None), ("r2", "accept", None)) + reviews("q2", ("r1", "accept", None), ("r2", "accept", None))
+    rows += reviews("q3", ("r1", "discard", None), ("r2", "discard", None))
+    rep = gate(small_items, annotations_table(rows + other), tmp_path / "rel", min_kappa=0.9, n_boot=0)
+    assert rep.kappa["n_items"] == 3 and rep.kappa["kappa"] == 1.0

@@ -187,6 +187,10 @@ def gate(
 
     if items.num_rows == 0:
         raise InputError("Expected items to gate, got none.")
+    import pyarrow.compute as pc
+
+    # Only the annotations of the items being gated count (a project may hold other batches).
+    annotations = annotations.filter(pc.is_in(annotations.column("item_id"), value_set=items.column("id").combine_chunks()))
     excluded: Counter[str] = Counter()
     problems = schema_problems(items)
     for reason in problems.values():
