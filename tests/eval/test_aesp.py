@@ -113,3 +113,18 @@ def test_aesp_needs_qtype(tmp_path):
     del s.columns["qtype"]
     with pytest.raises(SchemaError, match="Expected the item column 'qtype'"):
         evaluate_aesp(s)
+
+
+def test_comparison_without_labels_or_relation_is_refused():
+    # a GT without labels used to crash with a numpy broadcast error (or, with one box, count nothing)
+    item = _items()[3]
+    no_labels = dict(item, labels=[])
+    with pytest.raises(SchemaError, match=r"Expected one label per reference box \(4 boxes\).*got 0 labels"):
+        evaluate_aesp(samples_from_records([no_labels], [{"id": "m1", "answer": "yes", "boxes": SHIP}]))
+    one_box = dict(item, boxes=SHIP[:1], labels=[])
+    with pytest.raises(SchemaError, match="one label per reference box"):
+        evaluate_aesp(samples_from_records([one_box], [{"id": "m1", "answer": "yes", "boxes": SHIP}]))
+    # no relation: support used to be silently 0 whatever the boxes
+    no_rel = dict(item, relation=None)
+    with pytest.raises(SchemaError, match=r"relation in \['more', 'fewer', 'equal'\].*item 'm1'"):
+        evaluate_aesp(samples_from_records([no_rel], [{"id": "m1", "answer": "yes", "boxes": SHIP}]))

@@ -10,8 +10,8 @@ from witness.boxes import match_greedy_giou, match_max_cardinality, match_max_io
 from witness.errors import InputError, SchemaError, UnknownNameError
 from witness.eval.agc import AGC, AGC_KEYS, evaluate_agc, match_boxes_flat, overlapping_pairs
 from witness.eval.answers import match_lenient, match_strict, stated_count
-from witness.eval.data import load_samples, read_predictions_fast, samples_from_records
-from witness.io import read_predictions
+from witness.eval.data import load_samples, samples_from_records
+from witness.io import read_predictions, read_predictions_fast
 from witness.schema import item_record
 
 from .conftest import random_case
@@ -234,6 +234,9 @@ def test_fast_reader_equals_io_reader(tmp_path):
         ('{"id": "a", "boxes": [[0, 0, 1]]}\n', r"Expected 'boxes' as a list of \[x1, y1, x2, y2\]"),
         ('{"id": "a"}\n\n{"id": "a"}\n', r"one prediction per id, got 'a' again \(.*line 3; first on line 1\)"),
         ('{"id": "a", "boxes": [[0, 0, 1, 1]], "scores": [0.1, 0.2]}\n', r"one score per box"),
+        # used to escape as a ValueError / TypeError traceback (exit 1, no line)
+        ('{"id": "a", "boxes": [[0, 0, 1, 1]], "scores": ["high"]}\n', r"numeric scores, got \['high'\] \(.*line 1, id 'a'\)"),
+        ('{"id": "a", "boxes": [[0, 0, 1, 1]], "scores": [null]}\n', r"numeric scores, got \[None\] \(.*line 1"),
         ("", r"empty file"),
         ('{"id": "zz", "boxes": []}\n{"id": "yy"}\n', r"unknown id\(s\) \['zz', 'yy'\]"),
     ],

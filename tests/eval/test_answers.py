@@ -53,6 +53,13 @@ def test_stated_counts_vectorized_agrees_with_scalar(texts):
     assert got == want
 
 
+@pytest.mark.parametrize("text", ["İtwo cars", "\u0130 3 cars", "ſix", "KONE", "straße two"])
+def test_stated_counts_agrees_on_non_ascii_case_mappings(text):
+    # lowering changes 'İ' into two code points; ν lowers ASCII only (re.IGNORECASE | re.ASCII)
+    want = stated_count(text)
+    assert stated_counts([text]).tolist() == [-1 if want is None else want]
+
+
 def test_strict_matching():
     assert match_strict("Yes.", "yes")
     assert match_strict("  WHITE ", "white")
@@ -170,3 +177,18 @@ def test_llm_extractor_over_http(tmp_path):
                                 ["counting", "existence"], llm=client)
         assert [e.value for e in again] == [4, "no"]
         assert len(srv.requests) == n_sent  # cached on disk: nothing sent twice
+
+
+@pytest.mark.parametrize("text", ["I cannot tell.", "I don't know", "Not sure.", "No idea", "Hard to say",
+                                  "Cannot determine from the image"])
+def test_abstentions_are_ambiguous_not_negative(text):
+    # these used to read as "no" (existence) and as a count of 0 (counting): an abstention was scored
+    assert read_yes_no(text) is None
+    assert extract_rules(text, "existence").ambiguous
+    assert extract_rules(text, "counting").ambiguous
+
+
+@pytest.mark.parametrize("text", ["I can't see any ship.", "There is not a ship", "No.", "There are none"])
+def test_negatives_stay_negative(text):
+    assert read_yes_no(text) == "no"
+    assert extract_rules(text, "counting").value == 0

@@ -50,3 +50,15 @@ def test_incomplete_pairs_are_counted_not_scored():
     import math
 
     assert math.isnan(r.metrics["consistency"])
+
+
+def test_a_pair_with_two_items_of_one_role_is_refused():
+    from witness.errors import SchemaError
+
+    items = _pair("p", "existence", "yes", "no")
+    items[1] = dict(items[1], pair_role=1)  # used to replace p-1 silently, leaving an incomplete pair
+    with pytest.raises(SchemaError, match=r"pair 'p' .* got role 1 again \(first on item 'p-1'\) \(item 'p-2'"):
+        evaluate_pairs(samples_from_records(items, [{"id": "p-1", "answer": "yes"}]))
+    items[1] = dict(items[1], pair_role=None)
+    with pytest.raises(SchemaError, match="got no role"):
+        evaluate_pairs(samples_from_records(items, [{"id": "p-1", "answer": "yes"}]))

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SchemaError, where
+from ..schema import RELATIONS
 from .agc import match_boxes_flat
 from .answers import extract_answers, read_yes_no, stated_count
 from .ap import _pairs
@@ -51,10 +53,39 @@ def _coverage(s: Samples) -> tuple[np.ndarray, np.ndarray]:
     return covered, rows
 
 
+def _check_comparisons(s: Samples, qtypes: list) -> None:
+    """Comparison items need a known relation, two targets and labels parallel to the reference
+    boxes (``n_A``, ``n_B`` count labels); without them support would be silently wrong."""
+    rows = [i for i, q in enumerate(qtypes) if q == "comparison"]
+    if not rows:
+        return
+    targets = s.columns.get("targets") or [None] * len(s)
+    relations = s.columns.get("relation") or [None] * len(s)
+    for i in rows:
+        t, rel = targets[i], relations[i]
+        if rel not in RELATIONS or not t or len(t) != 2:
+            raise SchemaError(
+                f"Expected a comparison item with relation in {list(RELATIONS)} and two targets [A, B], got relation "
+                f"{rel!r}, targets {t!r} ({where(s.source, i, s.ids[i], 'targets')}). Evaluate against released items."
+            )
+    labels = s.columns.get("labels")
+    n_labels = 0 if labels is None else len(labels)
+    if n_labels != len(s.ref_boxes):
+        raise SchemaError(
+            f"Expected one label per reference box ({len(s.ref_boxes)} boxes) for comparison items, got {n_labels} "
+            f"labels ({s.source or 'items'}, field 'labels'). Evaluate against released items (labels parallel to boxes)."
+        )
+
+
 def aesp_per_sample(s: Samples, *, llm: Any = None, progress: Any = None) -> dict[str, np.ndarray]:
-    """Per-sample coverage, answers, support and correctness (see the module docstring)."""
+    """Per-sample coverage, answers, support and correctness (see the module docstring).
+
+    Raises :class:`~witness.errors.SchemaError` for a comparison item without a known relation,
+    two targets, or labels parallel to the reference boxes.
+    """
     qtypes = list(s.column("qtype"))
     n = len(s)
+    _check_comparisons(s, qtypes)
     inscope = np.array([q in AESP_QTYPES for q in qtypes], dtype=bool)
     questions = s.columns.get("question") or [""] * n
     extracted = extract_answers(

@@ -135,35 +135,6 @@ def match_boxes_flat(
             pm[a0 + m.pred_idx] = True
             rm[b0 + m.ref_idx] = True
     return BoxMatches(tp, pm, rm)
-    edge = v > 0 if method == "max_iou" else v >= iou
-    e_img, e_pi, e_ri = img[edge], pi[edge], ri[edge]
-    deg_p = np.bincount(e_pi, minlength=len(pred_boxes))
-    deg_r = np.bincount(e_ri, minlength=len(ref_boxes))
-    bad_img = np.zeros(n, dtype=bool)
-    bad_img[e_img[(deg_p[e_pi] > 1) | (deg_r[e_ri] > 1)]] = True
-    good = ~bad_img[e_img]
-    if method == "max_iou" and bad_img.any():
-        bad_img = _solve_small_components(bad_img, e_img, e_pi, e_ri, v[edge], len(pred_boxes), iou, tp, pm, rm)
-    if method == "max_iou":
-        good &= v[edge] >= iou
-    tp += np.bincount(e_img[good], minlength=n)
-    pm[e_pi[good]] = True
-    rm[e_ri[good]] = True
-    if bad_img.any():
-        pair_start = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.diff(p_off) * np.diff(r_off), out=pair_start[1:])
-        for i in np.flatnonzero(bad_img).tolist():
-            a0, a1, b0, b1 = p_off[i], p_off[i + 1], r_off[i], r_off[i + 1]
-            if method == "greedy_giou":
-                m = match_greedy_giou(pred_boxes[a0:a1], ref_boxes[b0:b1], iou=iou)
-            else:
-                ov = v[pair_start[i] : pair_start[i + 1]].reshape(a1 - a0, b1 - b0)
-                fn = match_max_iou if method == "max_iou" else match_max_cardinality
-                m = fn(None, None, iou=iou, overlaps=ov)
-            tp[i] = m.tp
-            pm[a0 + m.pred_idx] = True
-            rm[b0 + m.ref_idx] = True
-    return BoxMatches(tp, pm, rm)
 
 
 def overlapping_pairs(pred_boxes: np.ndarray, pred_offsets: np.ndarray, ref_boxes: np.ndarray,

@@ -91,7 +91,8 @@ def stated_counts(texts: Sequence[str | None]) -> np.ndarray:
     arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(list(texts), pa.string())
     if len(arr) == 0:
         return np.zeros(0, dtype=np.int64)
-    m = pc.extract_regex(pc.utf8_lower(arr), _COUNT_PATTERN)
+    # ASCII lowering only, as re.IGNORECASE | re.ASCII does: utf8_lower would turn 'İ' into 'i̇' and move a word boundary
+    m = pc.extract_regex(pc.ascii_lower(arr), _COUNT_PATTERN)
     tok = pc.struct_field(m, [0])
     out = np.full(len(arr), -1, dtype=np.int64)
     is_digit = pc.fill_null(pc.utf8_is_digit(tok), False).to_numpy(zero_copy_only=False)
@@ -221,20 +222,29 @@ def match_answers(preds: Sequence[str | None], refs: Sequence[str | None], *, le
 _YES = {"yes", "yeah", "yep", "true", "correct", "indeed", "affirmative"}
 _NO = {"no", "not", "none", "nope", "false", "never", "nothing", "neither", "nor", "cannot", "isn", "aren", "doesn", "don", "t"}
 _TOKEN_RE = re.compile(r"[a-z]+|\d+")
+# An abstention is not a negative answer: "I cannot tell" must not read as "no" (or as a count of 0).
+_ABSTAIN_RE = re.compile(
+    r"\b(?:not sure|unsure|uncertain|unclear|no idea|(?:do not|don['\u2019]?t|cannot|can not|can['\u2019]?t|"
+    r"unable to|impossible to|hard to|difficult to)\s+(?:tell|determine|say|know|answer|be sure|judge))\b"
+)
 
 
 def read_yes_no(text: str | None) -> str | None:
     """Read a yes/no answer: the text *is* yes or no (punctuation and case ignored), or it starts
-    with yes/no as a word, or it holds only affirmative or only negative words. Else None.
+    with yes/no as a word, or it holds only affirmative or only negative words. An abstention
+    ("not sure", "I cannot tell", "no idea", "hard to say") and anything else is None.
 
     >>> read_yes_no("Yes."), read_yes_no("No, there is none."), read_yes_no("There are no cars")
     ('yes', 'no', 'no')
-    >>> read_yes_no("There is a car") is None
-    True
+    >>> read_yes_no("There is a car") is None, read_yes_no("I cannot tell.") is None
+    (True, True)
     """
     if not text:
         return None
-    toks = _TOKEN_RE.findall(text.lower())
+    low = text.lower()
+    if _ABSTAIN_RE.search(low):
+        return None
+    toks = _TOKEN_RE.findall(low)
     if not toks:
         return None
     if toks[0] in ("yes", "no"):

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError, SchemaError, where
-from ..io import Predictions, iter_jsonl, read_predictions, read_table
+from ..io import Predictions, iter_jsonl, read_predictions, read_predictions_fast, read_table
 from ..schema import ITEM_SCHEMA, flat_boxes
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "samples_from_records",
     "predictions_from_records",
     "concat_samples",
-    "read_predictions_fast",
+    "read_predictions_fast",  # lives in witness.io; re-exported here for existing callers
 ]
 
 #: The item columns each suite reads (``id``, ``width``, ``height`` always).
@@ -353,92 +353,6 @@ def load_samples(gt_path: str | os.PathLike, pred_path: str | os.PathLike, suite
     gt = read_gt(gt_path, suite)
     preds = read_predictions_fast(pred_path)
     return align(gt, preds, fmt=fmt, source=gt_path, pred_source=pred_path)
-
-
-_PRED_JSON_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("answer", pa.string()),
-        ("raw", pa.string()),
-        ("boxes", pa.list_(pa.list_(pa.float64()))),
-        ("scores", pa.list_(pa.float64())),
-    ]
-)
-
-
-def read_predictions_fast(path: str | os.PathLike) -> Predictions:
-    """:func:`witness.io.read_predictions` with a columnar fast path (pyarrow's C++ JSON reader,
-    checks in numpy) for well-formed files; any file the fast path cannot vouch for (a blank line,
-    a value of another type, a bad box, a duplicate id, a non-finite score, ...) is read again by
-    :func:`witness.io.read_predictions`, whose errors name the line. The result is the same.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
-    >>> _ = p.write_text('{"id": "a", "answer": "1", "boxes": [[0, 0, 2, 2]]}\\n{"id": "b", "raw": "x"}\\n')
-    >>> r = read_predictions_fast(p)
-    >>> r.ids, r.offsets.tolist(), r.has_scores.tolist(), r.raw
-    (['a', 'b'], [0, 1, 1], [False, False], [None, 'x'])
-    """
-    import pyarrow.json as pj
-
-    path = Path(path)
-    if not path.is_file() or path.stat().st_size == 0:
-        return read_predictions(path)
-    data = path.read_bytes()
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    try:
-        t = pj.read_json(
-            pa.BufferReader(data),
-            read_options=pj.ReadOptions(block_size=1 << 21),
-            parse_options=pj.ParseOptions(explicit_schema=_PRED_JSON_SCHEMA, unexpected_field_behavior="ignore"),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return read_predictions(path)
-    del data
-    n = t.num_rows
-    if n != n_lines:
-        return read_predictions(path)  # blank lines: line numbers need the slow reader
-    ids = t.column("id").combine_chunks()
-    if n == 0 or ids.null_count or pc.any(pc.equal(ids, "")).as_py() or pc.count_distinct(ids).as_py() != n:
-        return read_predictions(path)
-    boxes = pc.fill_null(t.column("boxes").combine_chunks(), pa.scalar([], _PRED_JSON_SCHEMA.field("boxes").type))
-    inner = pc.list_flatten(boxes)
-    counts = pc.list_value_length(boxes).to_numpy(zero_copy_only=False).astype(np.int64)
-    if inner.null_count or (len(inner) and (pc.min(pc.list_value_length(inner)).as_py() != 4 or pc.max(pc.list_value_length(inner)).as_py() != 4)):
-        return read_predictions(path)
-    flat = pc.list_flatten(inner)
-    if flat.null_count:
-        return read_predictions(path)
-    xyxy = flat.to_numpy(zero_copy_only=False).reshape(-1, 4)
-    if len(xyxy) and not (np.isfinite(xyxy).all() and (xyxy[:, 0] <= xyxy[:, 2]).all() and (xyxy[:, 1] <= xyxy[:, 3]).all()):
-        return read_predictions(path)
-    scores_col = t.column("scores").combine_chunks()
-    has_scores = scores_col.is_valid().to_numpy(zero_copy_only=False)
-    sc_len = pc.fill_null(pc.list_value_length(scores_col), 0).to_numpy(zero_copy_only=False)
-    if (has_scores & (sc_len != counts)).any():
-        return read_predictions(path)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    rows = np.repeat(np.arange(n), counts)
-    scores = np.ones(len(xyxy), dtype=np.float64)
-    if has_scores.any():
-        sflat = pc.list_flatten(scores_col)
-        if sflat.null_count:
-            return read_predictions(path)
-        sv = sflat.to_numpy(zero_copy_only=False).astype(np.float64)
-        if not np.isfinite(sv).all():
-            return read_predictions(path)
-        scores[has_scores[rows]] = sv
-    return Predictions(
-        ids=ids.to_pylist(),
-        answers=t.column("answer").to_pylist(),
-        raw=[None] * n if t.column("raw").null_count == n else t.column("raw").to_pylist(),
-        boxes=np.ascontiguousarray(xyxy, dtype=np.float64),
-        scores=scores,
-        offsets=offsets,
-        has_scores=has_scores,
-        line_numbers=np.arange(1, n + 1, dtype=np.int64),
-    )
 
 
 def predictions_from_records(records: Iterable[Mapping[str, Any]]) -> Predictions:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import SchemaError, where
 from ..schema import CATEGORIES
 from .answers import match_answers
 from .data import Samples
@@ -23,15 +24,28 @@ __all__ = ["pairs_per_pair", "evaluate_pairs"]
 
 
 def pairs_per_pair(s: Samples, *, strict: bool = False) -> dict[str, np.ndarray]:
-    """Per question ``right``; per complete pair its two rows, category, consistency, robustness."""
+    """Per question ``right``; per complete pair its two rows, category, consistency, robustness.
+
+    Raises :class:`~witness.errors.SchemaError` for a pair member without role 1 or 2, or a pair
+    with two items of one role (one would silently replace the other).
+    """
     right = match_answers(s.pred_answers, s.column("answer"), lenient=not strict)
     pair_ids = s.column("pair_id")
     roles = s.column("pair_role")
     cats = s.columns.get("category") or [None] * len(s)
     members: dict[str, dict[int, int]] = {}
     for i, (p, r) in enumerate(zip(pair_ids, roles, strict=False)):
-        if p is not None:
-            members.setdefault(p, {})[int(r)] = i
+        if p is None:
+            continue
+        m = members.setdefault(p, {})
+        if int(r) not in (1, 2) or int(r) in m:
+            got = f"role {int(r)} again (first on item {s.ids[m[int(r)]]!r})" if int(r) in m else (
+                "no role" if int(r) < 0 else f"role {int(r)}")
+            raise SchemaError(
+                f"Expected pair {p!r} to have one item of role 1 and one of role 2, got {got} "
+                f"({where(s.source, i, s.ids[i], 'pair_role')}). Evaluate against released items."
+            )
+        m[int(r)] = i
     first, second, pids = [], [], []
     incomplete = 0
     for p, m in members.items():
