@@ -89,6 +89,10 @@ def main() -> None:
     info["ecpo_steps_per_s"] = round(args.steps / ecpo_rt, 3)
     info["ecpo_reward_share"] = round(Timed.total / ecpo_rt, 5)
     info["ecpo_reward_ms_per_step"] = round(1e3 * Timed.total / args.steps, 3)
+    # random weights: outputs rarely parse, so the reward time is mostly parsing, not the consensus
+    # (benchmarks/rewards.py times the consensus on realistic groups); report how much parsed
+    fmt = [h["rewards/r_fmt/mean"] for h in ecpo.log_history if h.get("rewards/r_fmt/mean") is not None]
+    info["ecpo_format_rate"] = round(sum(fmt) / len(fmt), 4) if fmt else None
     info["ecpo_G"] = 6
     info["ecpo_completion_tokens"] = args.completion
     (out / "train_gpu.json").write_text(json.dumps(info, indent=2))

@@ -11,6 +11,8 @@ OUT="${1:-${OUT:-/tmp/witness-train-gpu}}"
 STEPS="${2:-20}"
 PY="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# import witness from this checkout even where it is not pip-installed (train_gpu.py runs from benchmarks/)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" - <<'PYCHECK'
 import torch, sys
 if not torch.cuda.is_available():

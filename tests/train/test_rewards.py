@@ -153,6 +153,10 @@ def test_group_reward_rejects_split_or_mixed_groups():
         ConsensusCoverageReward(2)(completions=["x"] * 2, id=["a", "b"])
     with pytest.raises(InputError, match="num_generations >= 2"):
         ConsensusCoverageReward(1)
+    for bad in (0, 7, 2.5):  # k = 0 would keep every cluster; k > G keeps none
+        with pytest.raises(InputError, match=r"consensus support k in \[1, 6\]"):
+            ConsensusCoverageReward(6, k=bad)
+    assert ConsensusCoverageReward(6, k=3).k == 3
 
 
 def test_convlm_rewards_score_both_questions_of_a_pair_together():

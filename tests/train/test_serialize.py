@@ -18,6 +18,22 @@ def test_eta_puts_boxes_first_sorted_by_y_then_x():
     assert text == "<boxes>[[0, 0, 50, 50], [100, 400, 200, 500], [500, 400, 600, 500]]</boxes>\n<answer>2 cars</answer>"
 
 
+def test_order_is_that_of_the_written_grid_integers():
+    # pixel y1 10.0 < 10.4 but both round to grid y1 10: the grid x1 decides (100 before 500)
+    text = serialize("2 cars", [[500, 10.0, 600, 20], [100, 10.4, 200, 20]], 1000, 1000)
+    assert text.startswith("<boxes>[[100, 10, 200, 20], [500, 10, 600, 20]]</boxes>")
+
+
+@settings(max_examples=60, deadline=None)
+@given(boxes=st.lists(st.tuples(st.floats(0, 990), st.floats(0, 990)).map(lambda t: [t[0], t[1], t[0] + 5, t[1] + 5]),
+                      max_size=10),
+       w=st.integers(16, 4000), h=st.integers(16, 4000))
+def test_grid_boxes_are_sorted_by_grid_y1_then_x1(boxes, w, h):
+    px = np.asarray(boxes, dtype=float).reshape(-1, 4) * [w / 1000, h / 1000, w / 1000, h / 1000]
+    g = grid_boxes(px, w, h).tolist()
+    assert [(b[1], b[0]) for b in g] == sorted((b[1], b[0]) for b in g)
+
+
 def test_standard_puts_answer_first():
     text = serialize("yes", [[0, 0, 50, 50]], 100, 100, order="standard")
     assert text.startswith("<answer>yes</answer>\n<boxes>")

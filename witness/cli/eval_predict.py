@@ -25,7 +25,7 @@ def predict(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Predict only the first N items.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Items per generation batch.")] = 8,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token cap per output.")] = 640,
-    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", help="Pixel cap per image.")] = None,
+    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", help="Pixel cap per image (default: the adapter's training cap, else none).")] = None,
     engine: Annotated[str, typer.Option("--engine", help="auto (vLLM when installed and on a GPU), transformers or vllm.")] = "auto",
     shard: Annotated[Optional[str], typer.Option("--shard", help="K/N: predict only items i with i % N == K (one process per GPU).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

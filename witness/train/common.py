@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import InputError, require
 
@@ -70,19 +70,22 @@ def precision_flags(bf16: bool | None) -> dict:
     return {"bf16": bool(bf16), "use_cpu": not cuda}
 
 
-def load_policy(model_path: str | os.PathLike, *, adapter: str | os.PathLike | None = None,
+def load_policy(model_path: str | os.PathLike, *, adapter: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
                 max_pixels: int | None = None, bf16: bool = False):
-    """Load the base model (and merge ``adapter`` into it, e.g. EtA-SFT before ECPO) and processor."""
+    """Load the base model and processor, merging ``adapter`` into the model (e.g. EtA-SFT before
+    ECPO); a sequence of adapters is merged in order (an ECPO adapter on top of its EtA-SFT one)."""
     from .tiny import load_model_and_processor
 
     torch = require("torch", "train")
+    adapters = [] if adapter is None else [adapter] if isinstance(adapter, (str, os.PathLike)) else list(adapter)
+    for a in adapters:
+        if not (Path(a) / "adapter_config.json").exists():
+            raise InputError(f"Expected a PEFT adapter directory with adapter_config.json, got {str(a)!r} (--adapter).")
     dtype = torch.bfloat16 if bf16 else torch.float32
     model, processor = load_model_and_processor(model_path, dtype=dtype, max_pixels=max_pixels)
-    if adapter is not None:
+    for a in adapters:
         peft = require("peft", "train")
-        if not (Path(adapter) / "adapter_config.json").exists():
-            raise InputError(f"Expected a PEFT adapter directory with adapter_config.json, got {str(adapter)!r} (--adapter).")
-        model = peft.PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        model = peft.PeftModel.from_pretrained(model, str(a)).merge_and_unload()
     return model, processor
 
 

@@ -104,14 +104,50 @@ def prediction_line(item_id: str, raw: str, fmt: str, width: float, height: floa
             "boxes": [[float(v) for v in b] for b in p.boxes.tolist()]}
 
 
-def _order_of(adapter: str | os.PathLike | None) -> str:
+def _recipe_of(adapter: str | os.PathLike | None) -> dict:
+    """The training recipe recorded in the adapter's run card (``{}`` without one)."""
     from .common import read_run_card
 
-    if adapter is not None:
-        card = read_run_card(adapter)
-        if card and card.get("recipe", {}).get("order") in ORDER_FORMAT:
-            return card["recipe"]["order"]
-    return "eta"
+    card = read_run_card(adapter) if adapter is not None else None
+    recipe = (card or {}).get("recipe")
+    return recipe if isinstance(recipe, dict) else {}
+
+
+def _order_of(adapter: str | os.PathLike | None) -> str:
+    order = _recipe_of(adapter).get("order")
+    return order if order in ORDER_FORMAT else "eta"
+
+
+def _adapters_for(model_path: str | os.PathLike, adapter: str | os.PathLike | None) -> list[str]:
+    """The adapters to merge into ``model_path``, in order, to get the policy ``adapter`` was trained as.
+
+    An ECPO / ConVLM run with ``--sft-adapter`` trained on ``--model`` with that SFT adapter merged
+    in; when ``model_path`` is that run's own base model (its run card's ``base_model``), the SFT
+    adapter is merged first, else the trained adapter would sit on a model it never saw. A merged
+    checkpoint (``witness train merge``) passed as ``model_path`` needs nothing more.
+    """
+    if adapter is None:
+        return []
+    from .common import read_run_card
+
+    card = read_run_card(adapter) or {}
+    sft = _recipe_of(adapter).get("sft_adapter")
+    base = card.get("base_model")
+    if not sft or not base or Path(model_path).resolve() != Path(base).resolve():
+        return [str(adapter)]
+    if not (Path(sft) / "adapter_config.json").exists():
+        raise InputError(
+            f"Expected the SFT adapter {sft!r} that {str(adapter)!r} was trained on top of (its run card's "
+            f"recipe.sft_adapter), got no adapter_config.json there. Merge it into the base with `witness train "
+            "merge` and pass the merged model as --model."
+        )
+    return [str(sft), str(adapter)]
+
+
+def _max_pixels_of(adapter: str | os.PathLike | None) -> int | None:
+    """The pixel cap the adapter was trained with (its run card), so inference sees images as training did."""
+    v = _recipe_of(adapter).get("max_pixels")
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def _generate_transformers(model, processor, prompts: list[str], images: list, max_new_tokens: int) -> list[str]:
@@ -152,12 +188,13 @@ def run_predict(
 
     ``order`` (``eta`` / ``standard``) sets the prompt and, unless ``fmt`` is given, the parser
     (``eta`` / ``answer-then-ground``); by default it comes from the adapter's run card, else
-    ``eta``. ``engine``: ``transformers``, ``vllm``, or ``auto`` (vLLM when importable and a GPU
-    is present). ``shard=(k, n)`` predicts only the items whose position ``i`` in the split has
-    ``i % n == k`` (one process per GPU, each with its own output file; concatenate them after).
+    ``eta``. ``max_pixels`` (the image cap) likewise defaults to the run card's, else no cap.
+    ``engine``: ``transformers``, ``vllm``, or ``auto`` (vLLM when importable and a GPU is present).
+    ``shard=(k, n)`` predicts only the items whose position ``i`` in the split has ``i % n == k``
+    (one process per GPU, each with its own output file; concatenate them after).
     ``on_batch(n)`` is called after each batch with the number of items written.
     """
-    from .data import build_prompt, cap_image, load_split
+    from .data import cap_image, load_split, user_message
 
     if batch_size < 1:
         raise InputError(f"Expected --batch-size >= 1, got {batch_size}.")
@@ -167,6 +204,8 @@ def run_predict(
     if order not in ORDER_FORMAT:
         raise InputError(f"Expected an order in {list(ORDER_FORMAT)}, got {order!r} (--order). Use eta or standard.")
     fmt = fmt or ORDER_FORMAT[order]
+    if max_pixels is None:
+        max_pixels = _max_pixels_of(adapter)
     get_format(fmt)  # unknown names fail before any model loads
     t0 = time.time()
     ds = load_split(data_dir, split, limit=limit)
@@ -188,13 +227,19 @@ def run_predict(
     elif engine not in ("transformers", "vllm"):
         raise InputError(f"Expected --engine auto, transformers or vllm, got {engine!r}.")
     written = parsed = 0
+    adapters = _adapters_for(model_path, adapter)
     if use_vllm:
+        if len(adapters) > 1:
+            raise InputError(
+                f"Expected one adapter for --engine vllm, got {adapters} ({adapter} was trained on top of an SFT "
+                "adapter). Merge the SFT adapter with `witness train merge` and pass the merged model as --model."
+            )
         gen = _vllm_generator(model_path, adapter, max_new_tokens, max_pixels)
     else:
         from .common import load_policy
 
         torch = require("torch", "train")
-        model, processor = load_policy(model_path, adapter=adapter, max_pixels=max_pixels,
+        model, processor = load_policy(model_path, adapter=adapters, max_pixels=max_pixels,
                                        bf16=bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
         if torch.cuda.is_available():
             model = model.to("cuda")
@@ -207,8 +252,7 @@ def run_predict(
     with open(out, "ab") as fh:
         for start in range(0, len(todo), batch_size):
             rows = ds.select(todo[start : start + batch_size])
-            msgs = [[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": build_prompt(q, order)}]}]
-                    for q in rows["question"]]
+            msgs = [[user_message(q, order)] for q in rows["question"]]
             images = [cap_image(img, max_pixels) for img in rows["image"]]
             raws = gen(msgs, images)
             for item_id, raw, w, h in zip(rows["id"], raws, rows["width"], rows["height"], strict=True):

@@ -879,8 +879,13 @@ class ConsensusCoverageReward(_Parsing):
         super().__init__(fmt)
         if num_generations < 2:
             raise InputError(f"Expected num_generations >= 2, got {num_generations} (ECPO). A consensus needs several rollouts.")
+        if k is not None and not (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= k <= num_generations):
+            raise InputError(
+                f"Expected a consensus support k in [1, {num_generations}] (G), got {k!r} (--k). "
+                "Leave it unset for k = max(2, ceil(G/4))."
+            )
         self.num_generations = num_generations
-        self.k = default_k(num_generations) if k is None else k
+        self.k = default_k(num_generations) if k is None else int(k)
         self.iou = iou
         self.last_groups: list[EcpoGroup] = []
         warmup()  # compile (or load) the reward kernel now, not inside the first training step

@@ -33,17 +33,22 @@ ORDER_FORMAT: dict[str, str] = {"eta": "eta", "standard": "answer-then-ground"}
 def grid_boxes(boxes, width: float, height: float) -> np.ndarray:
     """Pixel ``xyxy`` boxes to 0–1000 grid integers sorted by ``(y1, x1)``; shape ``(N, 4)``.
 
-    Sorting uses the pixel boxes (so grid ties keep the pixel order).
+    The order is that of the written grid integers (what the model reads and emits); boxes whose
+    grid ``(y1, x1)`` tie keep their pixel ``(y1, x1)`` order. Sorting the pixel boxes alone is not
+    enough: two pixel rows that round to the same grid ``y1`` could come out with ``x1`` descending.
 
     >>> grid_boxes([[320, 240, 640, 480], [0, 0, 64, 48]], 640, 480).tolist()
     [[0, 0, 100, 100], [500, 500, 1000, 1000]]
+    >>> grid_boxes([[500, 10.0, 600, 20], [100, 10.4, 200, 20]], 1000, 1000).tolist()  # same grid y1
+    [[100, 10, 200, 20], [500, 10, 600, 20]]
     """
     b = as_boxes(boxes)
     if len(b) == 0:
         return np.zeros((0, 4), dtype=np.int64)
     if not (width > 0 and height > 0):
         raise InputError(f"Expected a positive image size, got {width}x{height}. Read the size from the item.")
-    return xyxy_to_grid(b[sort_boxes_reading_order(b)], width, height)
+    grid = xyxy_to_grid(b[sort_boxes_reading_order(b)], width, height)
+    return grid[np.lexsort((grid[:, 0], grid[:, 1]))]  # lexsort is stable: grid ties keep the pixel order
 
 
 def format_boxes(grid: np.ndarray) -> str:

@@ -25,7 +25,7 @@ from .common import (
 from .data import SFT_MAX_PIXELS, load_split, to_sft
 from .serialize import ORDERS
 
-__all__ = ["SFTRecipe", "run_sft"]
+__all__ = ["SFTRecipe", "run_sft", "sft_args"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ class SFTRecipe:
     batch_size: int = field(default=1, metadata={"help": "Per-device batch size."})
     grad_accum: int = field(default=1, metadata={"help": "Gradient accumulation steps."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 (default: where the GPU supports it)."})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for memory."})
+    gradient_checkpointing: bool = field(default=True, metadata={"help": "Trade compute for memory (TRL's default)."})
     assistant_only_loss: bool = field(default=True, metadata={"help": "Loss on assistant tokens only."})
     seed: int = field(default=0, metadata={"help": "Random seed."})
     split: str = field(default="train", metadata={"help": "Release split to train on."})
@@ -65,30 +65,9 @@ def run_sft(data_dir: str | os.PathLike, model_path: str | os.PathLike, out_dir:
     if recipe.order not in ORDERS:
         raise InputError(f"Expected an order in {list(ORDERS)}, got {recipe.order!r} (--order). Use eta or standard.")
     t0 = time.time()
-    prec = precision_flags(recipe.bf16)
-    model, processor = load_policy(model_path, max_pixels=recipe.max_pixels, bf16=prec["bf16"])
+    args = sft_args(recipe, out_dir)
+    model, processor = load_policy(model_path, max_pixels=recipe.max_pixels, bf16=args.bf16)
     ds = to_sft(load_split(data_dir, recipe.split, limit=recipe.limit), order=recipe.order, max_pixels=recipe.max_pixels)
-    args = trl.SFTConfig(
-        output_dir=str(out_dir),
-        learning_rate=recipe.learning_rate,
-        lr_scheduler_type=recipe.lr_scheduler,
-        warmup_steps=recipe.warmup_ratio,  # a float in [0, 1) is a share of the steps
-        num_train_epochs=recipe.epochs,
-        max_steps=recipe.max_steps,
-        max_length=recipe.max_length,
-        per_device_train_batch_size=recipe.batch_size,
-        gradient_accumulation_steps=recipe.grad_accum,
-        **({"gradient_checkpointing": True} if recipe.gradient_checkpointing else {}),
-        assistant_only_loss=recipe.assistant_only_loss,
-        seed=recipe.seed,
-        logging_steps=recipe.logging_steps,
-        save_strategy="steps" if recipe.save_steps else "no",
-        save_steps=recipe.save_steps or 500,
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        **prec,
-    )
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
@@ -103,3 +82,33 @@ def run_sft(data_dir: str | os.PathLike, model_path: str | os.PathLike, out_dir:
         processor.save_pretrained(str(out_dir))
         write_run_card(out_dir, "sft", str(model_path), str(data_dir), asdict(recipe), result.to_dict())
     return result
+
+
+def sft_args(recipe: SFTRecipe, out_dir: str | os.PathLike):
+    """The ``trl.SFTConfig`` of a recipe (CPU-safe flags; every recipe field reaches TRL explicitly,
+    so a flag set to TRL's non-default value, e.g. ``--no-gradient-checkpointing``, takes effect)."""
+    trl = require("trl", "train")
+    if not 0.0 <= recipe.warmup_ratio < 1.0:
+        raise InputError(f"Expected --warmup-ratio in [0, 1), got {recipe.warmup_ratio}. It is a share of the steps.")
+    prec = precision_flags(recipe.bf16)
+    return trl.SFTConfig(
+        output_dir=str(out_dir),
+        learning_rate=recipe.learning_rate,
+        lr_scheduler_type=recipe.lr_scheduler,
+        warmup_steps=recipe.warmup_ratio,  # a float in [0, 1) is a share of the steps
+        num_train_epochs=recipe.epochs,
+        max_steps=recipe.max_steps,
+        max_length=recipe.max_length,
+        per_device_train_batch_size=recipe.batch_size,
+        gradient_accumulation_steps=recipe.grad_accum,
+        activation_checkpointing=recipe.gradient_checkpointing,  # transformers 5 name of gradient_checkpointing
+        assistant_only_loss=recipe.assistant_only_loss,
+        seed=recipe.seed,
+        logging_steps=recipe.logging_steps,
+        save_strategy="steps" if recipe.save_steps else "no",
+        save_steps=recipe.save_steps or 500,
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        **prec,
+    )
