@@ -364,3 +364,13 @@ def test_kernel_builds_without_a_cache_directory(monkeypatch):
     monkeypatch.setattr(rewards_mod, "_USE_JIT", True)
     assert rewards_mod.warmup()
     _both_paths([[A, B], [A, C], [A], [A, C]])
+
+
+def test_convlm_accuracy_cannot_be_gamed_by_stating_both_answers():
+    from witness.train.rewards import answer_correct
+
+    assert answer_correct("Yes.", "yes") and answer_correct("No, there is none.", "no")
+    assert not answer_correct("yes no", "no")
+    assert not answer_correct("I cannot tell", "no")
+    assert answer_correct("There are three cars.", "3") and not answer_correct("2 or 3", "3")
+    assert answer_correct("The red car", "red car") and not answer_correct(None, "red car")

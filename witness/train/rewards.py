@@ -46,7 +46,7 @@ from scipy.optimize import linear_sum_assignment
 
 from ..boxes import as_boxes, match_max_iou
 from ..errors import InputError
-from ..eval.answers import match_strict, normalize_lenient
+from ..eval.answers import match_strict, normalize_lenient, read_yes_no, stated_count
 from ..eval.answers import token_f1 as _eval_token_f1
 
 __all__ = [
@@ -101,15 +101,29 @@ def token_f1(prediction: str | None, reference: str | None) -> float:
 
 
 def answer_correct(prediction: str | None, reference: str | None) -> bool:
-    """ConVLM's ``r_acc``: the contract's strict answer rule (:func:`witness.eval.answers.match_strict`,
-    GCA-s): lowercase and trim; equal, or the reference inside the prediction at word boundaries.
-    A missing answer is wrong.
+    """ConVLM's ``r_acc``: is the predicted answer right?
 
-    >>> answer_correct("Yes, there is.", "yes"), answer_correct("yesterday", "yes")
-    (True, False)
+    * a yes/no reference: the prediction must *read* as the same yes/no
+      (:func:`witness.eval.answers.read_yes_no`; an abstention or a contradiction is wrong);
+    * a reference that states a count: the prediction's stated count ν must equal it;
+    * otherwise the contract's strict rule (:func:`witness.eval.answers.match_strict`, GCA-s).
+
+    The first two close a loophole of plain containment under a consistency reward: "yes no" would
+    contain both answers and so be "right" for both questions of a pair. A missing answer is wrong.
+
+    >>> answer_correct("Yes, there is.", "yes"), answer_correct("yesterday", "yes"), answer_correct("yes no", "no")
+    (True, False, False)
+    >>> answer_correct("2 or 3", "3"), answer_correct("Three cars.", "3"), answer_correct("A red car", "red car")
+    (False, True, True)
     """
     if prediction is None or reference is None:
         return False
+    ref = reference.strip().lower().rstrip(".!")
+    if ref in ("yes", "no"):
+        return read_yes_no(prediction) == ref
+    ref_count = stated_count(reference)
+    if ref_count is not None:
+        return stated_count(prediction) == ref_count
     return bool(match_strict(prediction, reference))
 
 
