@@ -6,7 +6,7 @@ Ollama, LM Studio, llama.cpp's server or anything that speaks ``POST /v1/chat/co
 
 What it guarantees:
 
-* **Retries** on HTTP 429, 5xx, connection errors and timeouts, with exponential backoff and full
+* **Retries** on HTTP 429, 408, 5xx, connection errors and timeouts, with exponential backoff and
   jitter: before retry ``k`` (``k = 1, 2, ...``) it waits ``u * min(backoff_max, backoff_base * 2**(k-1))``
   seconds, ``u ~ Uniform(0.5, 1)``; a ``Retry-After`` header (seconds) raises the wait to at least
   that value (capped at ``backoff_max``). Other 4xx answers are not retried. After

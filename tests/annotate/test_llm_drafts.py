@@ -506,3 +506,46 @@ def test_killed_run_resumes_without_duplicate_requests(tmp_path):
     table = pq.read_table(out)
     assert set(table.column("image_id").to_pylist()) == {f"s{i}" for i in range(n_scenes)}
     assert SECRET.encode() not in r.stdout + r.stderr
+
+
+def test_verified_only_when_the_evidence_is_every_object_of_the_targets():
+    """A rule vouches for an answer only against the scene: evidence of another class than the
+    targets, or a comparison that leaves out objects of its classes, stays unverified."""
+    s = {"image_id": "i", "width": 200, "height": 100, "image": None, "split": None, "source": "",
+         "objects": [{"id": "c1", "label": "car", "box": [10, 10, 60, 40], "attributes": {}},
+                     {"id": "c2", "label": "car", "box": [120, 10, 180, 40], "attributes": {}},
+                     {"id": "c3", "label": "car", "box": [70, 10, 110, 40], "attributes": {}},
+                     {"id": "p1", "label": "person", "box": [80, 50, 95, 95], "attributes": {}}]}
+    drafts = [
+        # the scene has no bus: "yes" with a car as evidence must not count as checked
+        {"qtype": "existence", "question": "Is there a bus?", "answer": "yes", "evidence": ["c1"], "targets": ["bus"]},
+        # 3 ids = 3 cars in the scene, but the evidence holds a person and misses c3
+        {"qtype": "counting", "question": "How many cars or buses?", "answer": "3", "evidence": ["c1", "c2", "p1"], "targets": ["car", "bus"]},
+        # 1 car vs 1 person on the evidence, 3 cars vs 1 person in the scene
+        {"qtype": "comparison", "question": "Are there more cars than people?", "answer": "no", "evidence": ["c1", "p1"],
+         "targets": ["car", "person"], "relation": "more"},
+        # the same, checked against the whole scene
+        {"qtype": "existence", "question": "Is there a person?", "answer": "yes", "evidence": ["p1"], "targets": ["person"]},
+        {"qtype": "counting", "question": "How many cars?", "answer": "3", "evidence": ["c1", "c2", "c3"], "targets": ["car"]},
+        {"qtype": "comparison", "question": "Are there fewer people than cars?", "answer": "yes", "evidence": ["c1", "c2", "c3", "p1"],
+         "targets": ["person", "car"], "relation": "fewer"},
+    ]
+    items, rejects = check_reply(s, json.dumps({"drafts": drafts}), DraftConfig(qtypes=("existence", "counting", "comparison")), model="m")
+    assert rejects == []
+    assert [r["provenance"]["audit"] for r in items] == ["unverified"] * 3 + ["verified:rules"] * 3
+
+
+def test_counts_over_a_crowd_region_stay_unverified():
+    s = {"image_id": "i", "width": 200, "height": 100, "image": None, "split": None, "source": "",
+         "objects": [{"id": "p1", "label": "person", "box": [10, 10, 30, 60], "attributes": {"iscrowd": "0"}},
+                     {"id": "p2", "label": "person", "box": [50, 10, 150, 90], "attributes": {"iscrowd": "1"}},
+                     {"id": "c1", "label": "car", "box": [160, 10, 190, 40], "attributes": {"iscrowd": "0"}}]}
+    drafts = [
+        {"qtype": "counting", "question": "How many people?", "answer": "2", "evidence": ["p1", "p2"], "targets": ["person"]},
+        {"qtype": "comparison", "question": "Are there more people than cars?", "answer": "yes", "evidence": ["p1", "p2", "c1"],
+         "targets": ["person", "car"], "relation": "more"},
+        {"qtype": "counting", "question": "How many cars?", "answer": "1", "evidence": ["c1"], "targets": ["car"]},
+    ]
+    items, rejects = check_reply(s, json.dumps({"drafts": drafts}), DraftConfig(qtypes=("counting", "comparison")), model="m")
+    assert rejects == []
+    assert [r["provenance"]["audit"] for r in items] == ["unverified", "unverified", "verified:rules"]

@@ -470,3 +470,48 @@ def test_random_scenes_always_validate(scenes_spec, seed):
     pairs = rows(draft_pairs(scenes, seed=seed))
     for one, two in zip(pairs[::2], pairs[1::2], strict=True):
         assert one["pair_id"] == two["pair_id"] and pair_answers_consistent(one, two)
+
+
+def test_imported_coco_attributes_are_not_read_as_demo_attributes():
+    """COCO's ``area`` is a pixel area and ``iscrowd = 1`` marks one box over many people: neither
+    may become "the person on the 5000" or a count of crowd boxes as single instances."""
+    crowd_box = [100, 300, 300, 450]
+    scenes = make_scenes((
+        "coco",
+        [obj("p1", "person", [10, 10, 60, 110], iscrowd=0, area=5000),
+         obj("p2", "person", [200, 10, 240, 100], iscrowd=0, area=3600),
+         obj("c1", "car", [400, 200, 550, 300], iscrowd=0, area=15000),
+         obj("c2", "car", [580, 200, 630, 260], iscrowd=0, area=3000),
+         obj("p3", "person", crowd_box, iscrowd=1, area=30000)],
+    ), ("other", [obj("t1", "truck", [0, 0, 100, 100], iscrowd=0, area=10000)]))
+    seen = set()
+    for seed in range(30):
+        for r in rows(draft_rules(scenes, seed=seed)):
+            if r["image_id"] != "coco":
+                continue
+            seen.add(r["qtype"])
+            text = f"{r['question']} {r['answer']}"
+            assert not re.search(r"\d{3,}", text), r  # no pixel area in a question or an answer
+            assert "on the road" not in r["question"], r  # no area question from COCO's area
+            if r["qtype"] in ("counting", "comparison") or r["count"] is not None:
+                assert "person" not in r["targets"], r  # how many people a crowd box holds is unknown
+            if r["qtype"] != "existence":
+                assert crowd_box not in r["boxes"], r  # a crowd box is never "the person"
+            if r["qtype"] == "counting" and r["targets"] == ["car"]:
+                assert r["count"] == 2
+    assert {"existence", "counting", "identification"} <= seen
+    v = scene_views(scenes)[0]
+    assert v.attr("area").tolist() == [None] * 5 and v.crowd.tolist() == [False] * 4 + [True]
+
+
+def test_attribute_values_outside_the_templates_are_unknown():
+    """"Is X moving or waiting?" must not be answered "Parked.": motion, direction and area values the
+    templates do not name, and colours that are not words, read as missing."""
+    scenes = make_scenes(("a", [obj("c1", "car", [0, 0, 50, 50], motion="parked", color="#ff0000", direction="left", area="grass"),
+                                obj("b1", "bus", [100, 0, 200, 50], motion="moving", color="red", direction="receding", area="road")]))
+    v = scene_views(scenes)[0]
+    assert v.attr("motion").tolist() == [None, "moving"] and v.attr("color").tolist() == [None, "red"]
+    assert v.attr("direction").tolist() == [None, "receding"] and v.attr("area").tolist() == [None, "road"]
+    for seed in range(20):
+        for r in rows(draft_rules(scenes, seed=seed, types="attribute")):
+            assert r["labels"] == ["bus"], r

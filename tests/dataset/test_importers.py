@@ -603,3 +603,113 @@ def test_labelstudio_percent_encoded_local_path_and_plain_path(tmp_path: Path):
     r = import_labelstudio(tmp_path / "e.json", images=tmp_path / "root")
     assert r.table.column("image_id").to_pylist() == ["a b", "c"]
     assert r.table.column("width").to_pylist() == [100, 10]
+
+
+# ------------------------------------------------------------------------------------------------
+# Label Studio: several tasks on one image (witness's own qa projects)
+# ------------------------------------------------------------------------------------------------
+
+
+def _qa_export(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """Two qa tasks (one per question) on one scene, built by witness's own task builder; the
+    annotations are the pre-annotations as submitted."""
+    from witness.annotate.studio.convert import qa_task
+    from witness.schema import item_record
+
+    _img(tmp_path / "root" / "scenes" / "s1.png", 800, 600)
+    url = "/data/local-files/?d=scenes/s1.png"
+    cands = {"boxes": [[80, 60, 280, 180], [400, 300, 500, 420], [10, 10, 30, 50]], "labels": ["car", "car", "pedestrian"]}
+    q1 = item_record("q1", "s1", 800, 600, "How many cars?", "2", [[80, 60, 280, 180], [400, 300, 500, 420]], ["car", "car"])
+    q2 = item_record("q2", "s1", 800, 600, "Is there a pedestrian?", "yes", [[10, 10, 30, 50]], ["pedestrian"])
+    tasks = []
+    for k, it in enumerate((q1, q2), start=1):
+        t = qa_task(it, url, cands)
+        tasks.append({"id": k, "data": t["data"], "annotations": [{"id": 10 + k, "result": t["predictions"][0]["result"]}]})
+    return tmp_path / "root", tasks
+
+
+def test_labelstudio_tasks_of_one_image_merge_into_one_scene(tmp_path: Path):
+    root, tasks = _qa_export(tmp_path)
+    (tmp_path / "e.json").write_text(json.dumps(tasks))
+    r = import_labelstudio(tmp_path / "e.json", images=root)
+    assert r.table.column("image_id").to_pylist() == ["s1"]
+    objs = _objects(r, "s1")
+    assert [o["label"] for o in objs] == ["car", "car", "pedestrian"]
+    np.testing.assert_allclose([o["box"] for o in objs], [[80, 60, 280, 180], [400, 300, 500, 420], [10, 10, 30, 50]], atol=1e-3)
+    assert [o["id"] for o in objs] == ["s1:0", "s1:1", "s1:2"]
+    assert r.warnings == {"tasks_merged": 1, "duplicate_objects_merged": 3}
+
+
+def test_labelstudio_merge_keeps_edits_and_multiplicity(tmp_path: Path):
+    root, tasks = _qa_export(tmp_path)
+    # the second annotator moved the pedestrian: a different box is a different object
+    ped = next(r for r in tasks[1]["annotations"][0]["result"] if r["type"] == "rectanglelabels" and r["value"]["rectanglelabels"] == ["pedestrian"])
+    ped["value"]["x"] += 1.0
+    # two identical boxes in one task stay two (not one, not four) after the merge
+    twin = _rect(50, 50, 10, 10)
+    tasks[0]["annotations"][0]["result"] += [twin, twin]
+    tasks[1]["annotations"][0]["result"] += [twin, twin, twin]
+    (tmp_path / "e.json").write_text(json.dumps(tasks))
+    r = import_labelstudio(tmp_path / "e.json", images=root)
+    labels = [o["label"] for o in _objects(r, "s1")]
+    assert labels.count("pedestrian") == 2
+    assert _boxes(r, "s1").count([400.0, 300.0, 480.0, 360.0]) == 3
+    assert r.warnings == {"tasks_merged": 1, "duplicate_objects_merged": 4}
+
+
+def test_labelstudio_one_id_on_two_images_is_still_an_error(tmp_path: Path):
+    root, tasks = _qa_export(tmp_path)
+    _img(root / "other" / "s1.png", 800, 600)
+    tasks[1]["data"]["image"] = "/data/local-files/?d=other/s1.png"
+    (tmp_path / "e.json").write_text(json.dumps(tasks))
+    with pytest.raises(InputError, match=r"unique image ids, got 's1' twice for two images .*task\[0\] id 1.*task\[1\] id 2"):
+        import_labelstudio(tmp_path / "e.json", images=root)
+
+
+_ls_leaf = st.none() | st.booleans() | st.integers(-5, 200) | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    ["a.png", "/data/local-files/?d=a.png", "car", "x", "", "640"])
+_ls_value = st.recursive(_ls_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
+    ["x", "y", "width", "height", "rectanglelabels", "original_width", "rotation", "value", "type", "result", "annotations",
+     "data", "image"]), c, max_size=5), max_leaves=20)
+_ls_rect = st.fixed_dictionaries({
+    "type": st.just("rectanglelabels"),
+    "value": st.dictionaries(st.sampled_from(["x", "y", "width", "height", "rectanglelabels", "rotation"]),
+                             _ls_leaf | st.lists(_ls_leaf, max_size=2), max_size=6) | _ls_value,
+    "original_width": _ls_leaf, "original_height": _ls_leaf})
+_ls_task = st.fixed_dictionaries({
+    "id": st.integers(0, 3),
+    "data": st.just({"image": "/data/local-files/?d=a.png"}) | _ls_value,
+    "annotations": st.lists(st.fixed_dictionaries({"result": st.lists(_ls_rect | _ls_value, max_size=3)}), max_size=2) | _ls_value})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tasks=st.lists(_ls_task | _ls_value, max_size=3))
+def test_random_labelstudio_export_never_crashes(tmp_path: Path, tasks):
+    """Malformed exports (wrong types anywhere) raise InputError, never TypeError / ValueError."""
+    _img(tmp_path / "a.png", 80, 60)
+    (tmp_path / "e.json").write_text(json.dumps(tasks))
+    try:
+        import_labelstudio(tmp_path / "e.json", images=tmp_path)
+    except InputError:
+        pass
+
+
+def test_labelstudio_malformed_region_fields_name_the_field(tmp_path: Path):
+    _img(tmp_path / "a.png", 800, 600)
+
+    def run(region: dict, task_extra: dict | None = None):
+        task = {"id": 1, "data": {"image": "/data/local-files/?d=a.png"}, "annotations": [{"result": [region]}], **(task_extra or {})}
+        (tmp_path / "e.json").write_text(json.dumps([task]))
+        return import_labelstudio(tmp_path / "e.json", images=tmp_path)
+
+    with pytest.raises(InputError, match=r"numbers original_width, original_height and rotation, got 'wide'"):
+        run(_rect(1, 1, 2, 2, ow="wide"))
+    with pytest.raises(InputError, match=r"list of label names, got 7 .*field 'rectanglelabels'"):
+        run({**_rect(1, 1, 2, 2), "value": {**_rect(1, 1, 2, 2)["value"], "rectanglelabels": 7}})
+    with pytest.raises(InputError, match=r"region value object, got list .*field 'result.value'"):
+        run({**_rect(1, 1, 2, 2), "value": [1, 2]})
+    with pytest.raises(InputError, match=r"annotations list, got int .*field 'annotations'"):
+        run(_rect(1, 1, 2, 2), {"annotations": 3})
+    # a single label name written as a string is that label, not its first letter
+    objs = run({**_rect(10, 10, 25, 20), "value": {**_rect(10, 10, 25, 20)["value"], "rectanglelabels": "bus"}}).table.column("objects")[0]
+    assert [o["label"].as_py() for o in objs] == ["bus"]

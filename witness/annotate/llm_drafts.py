@@ -15,7 +15,7 @@ reject ``{image_id, reason, detail, draft}`` and the summary counts every reason
   ``request_failed`` (the server failed after retries), ``malformed_json`` (no JSON in the reply),
   ``bad_shape`` (not the asked-for structure);
 * ``empty_question``, ``empty_answer``, ``duplicate_question`` (same question twice in one scene,
-  compared lowercased with spaces collapsed), ``unknown_qtype``;
+  compared lowercased with spaces collapsed and trailing ``?.!`` dropped), ``unknown_qtype``;
 * ``unknown_evidence`` (an id not in the scene's candidate pool), ``duplicate_evidence``;
 * ``count_mismatch``: the answer states a number ``ν(a)`` (:func:`witness.eval.answers.stated_count`)
   different from the number of evidence ids (RoadSceneVQA-G: "every numeric answer equals the
@@ -26,12 +26,16 @@ reject ``{image_id, reason, detail, draft}`` and the summary counts every reason
   labels, more: yes iff n_A > n_B, fewer: yes iff n_A < n_B, equal: yes iff n_A = n_B
   (``comparison_mismatch``; ``bad_comparison`` without relation or two targets); "X left/right of
   Y" with two evidence ids and a yes/no answer, decided when the boxes do not overlap horizontally
-  (``spatial_mismatch``); evidence labels outside the stated targets (``evidence_label_mismatch``).
-  ``verified:rules`` means: a counting answer also equals the number of scene objects of its target
-  classes (an unqualified count); an existence "yes" cites evidence, a "no" names targets of which
-  the scene has none; a comparison or left/right answer was decided; an attribute answer names an
-  attribute value of its evidence. Everything else (qualified counts, reasoning, scene inference,
-  identification, selection) stays ``unverified`` for people to check;
+  (``spatial_mismatch``); existence, counting and comparison evidence labels outside the stated
+  targets, when every target is a class of the scene (``evidence_label_mismatch``).
+  ``verified:rules`` means: a counting answer's evidence is every scene object of its target
+  classes and nothing else (an unqualified count); an existence "yes" cites evidence, all of its
+  target classes, a "no" names targets of which the scene has none; a comparison answer was
+  decided and its evidence is every scene object of both targets (counts and comparisons over a
+  class with a crowd region, COCO ``iscrowd = 1``, never are); a left/right answer was
+  decided; an attribute answer names an attribute value of its evidence. Everything else
+  (qualified counts and comparisons, evidence of classes outside ``targets``, reasoning, scene
+  inference, identification, selection) stays ``unverified`` for people to check;
 * pairs: ``pair_incomplete`` (not exactly two questions), ``pair_evidence_differs`` (an existence,
   counting or comparison pair whose two evidence sets differ), and each member's own reasons; a pair
   is kept or refused whole.
@@ -408,16 +412,21 @@ def _check_draft(d: Any, scene: dict, by_id: dict[str, dict], qtypes: tuple[str,
     yn = read_yes_no(answer)
     # objects of the target classes in the whole scene (the candidate pool is the scene's annotation)
     n_scene = sum(o["label"] in targets for o in by_id.values()) if targets else None
+    # a rule vouches for an answer only when every evidence object is of a target class (targets
+    # that are not scene labels, like "vehicle" or an absent "bus", cannot be checked)
+    labels_in_targets = bool(targets) and all(lab in targets for lab in labels)
+    # a crowd region (COCO iscrowd = 1) is one box over many instances: counts over its class are unknown
+    crowd = any(o["label"] in targets and str(dict(o.get("attributes") or {}).get("iscrowd")) == "1" for o in by_id.values())
     if qtype == "counting":
-        # the count is checked against the evidence above; against the scene only when the question
-        # covers every object of its target classes (an unqualified "How many cars?")
-        verified = n_scene is not None and n_scene == n
+        # the count is checked against the evidence above; against the scene only when the evidence
+        # is every object of its target classes (an unqualified "How many cars?")
+        verified = labels_in_targets and n_scene == n and not crowd
     elif qtype == "existence":
         if yn is None:
             raise _Refused("existence_mismatch", f"existence answer {answer!r} is neither yes nor no")
         if (yn == "yes") != (n > 0):
             raise _Refused("existence_mismatch", f"answer {answer!r} with {n} evidence id(s)")
-        verified = n > 0 if yn == "yes" else n_scene == 0
+        verified = labels_in_targets if yn == "yes" else n_scene == 0
     elif qtype == "comparison":
         if relation not in RELATIONS or len(targets) != 2:
             raise _Refused("bad_comparison", f"relation {relation!r}, targets {targets}: expected a relation in {list(RELATIONS)} and two targets")
@@ -426,7 +435,10 @@ def _check_draft(d: Any, scene: dict, by_id: dict[str, dict], qtypes: tuple[str,
             truth = {"more": na > nb, "fewer": na < nb, "equal": na == nb}[relation]
             if (yn == "yes") != truth:
                 raise _Refused("comparison_mismatch", f"answer {answer!r} but evidence has {na} {targets[0]} and {nb} {targets[1]} ({relation})")
-            verified = True
+            # decided on the evidence; it speaks for the scene only when the evidence is every
+            # object of both classes (else a qualified comparison, or missing evidence)
+            scene_labels = [o["label"] for o in by_id.values()]
+            verified = labels_in_targets and not crowd and (na, nb) == (scene_labels.count(targets[0]), scene_labels.count(targets[1]))
     elif qtype == "spatial":
         m = _LEFT_RIGHT.search(question)
         if m and n == 2 and yn is not None:

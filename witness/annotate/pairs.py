@@ -42,6 +42,7 @@ from .rules import (
     Draft,
     SceneView,
     _context,
+    _crowd_classes,
     _pick,
     _present_things,
     drafts_to_items,
@@ -243,7 +244,9 @@ def _comparison_pair(view: SceneView, rng, ctx) -> tuple[Draft, Draft] | None:
         return None
     a = _pick(rng, present)
     present_others = [c for c in present if c != a]
-    others = [c for c in ctx.things_vocab if c != a]
+    others = [c for c in ctx.things_vocab if c != a and c not in _crowd_classes(view)]
+    if not others:
+        return None
     b = _pick(rng, present_others) if present_others and rng.random() < 2 / 3 else _pick(rng, others)
     na, nb = int((view.labels == a).sum()), int((view.labels == b).sum())
     idx = np.flatnonzero((view.labels == a) | (view.labels == b)).tolist()

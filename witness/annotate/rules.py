@@ -27,6 +27,8 @@ Question types (``qtype``, default ``category`` from :data:`witness.schema.QTYPE
 Never ambiguous: a referring expression is used only when it matches exactly one object of the
 scene; a superlative only when it holds with a margin (see :func:`left_of`, :func:`nearest_unique`,
 :data:`LARGEST_RATIO`); an attribute filter only when every candidate object carries the attribute.
+Attribute values outside :data:`ATTRIBUTE_VALUES` read as missing (COCO's ``area`` is a pixel area);
+a class with a crowd region (COCO ``iscrowd = 1``) in the scene is never counted, compared or ranked.
 
 Deterministic: each scene gets its own RNG seeded from ``(seed, crc32(image_id))``, so a scene's
 drafts do not depend on the other scenes in the table.
@@ -54,6 +56,7 @@ __all__ = [
     "REGION_LABELS",
     "VEHICLE_LABELS",
     "ATTRIBUTE_KEYS",
+    "ATTRIBUTE_VALUES",
     "LARGEST_RATIO",
     "NEAREST_MARGIN",
     "SceneView",
@@ -85,6 +88,14 @@ LARGEST_RATIO = 1.25
 NEAREST_MARGIN = 0.05
 #: Attribute keys the drafter understands (demo scenes; imported scenes may have none).
 ATTRIBUTE_KEYS: tuple[str, ...] = ("color", "lane", "direction", "motion", "area")
+#: The values the drafter understands for keys whose templates name the alternatives ("Is X
+#: moving or waiting?"). Other values of these keys (COCO's ``area`` is a pixel area) are read as
+#: unknown, like a missing attribute; a ``color`` must be a word and a ``lane`` a number.
+ATTRIBUTE_VALUES: dict[str, frozenset[str]] = {
+    "motion": frozenset({"moving", "waiting"}),
+    "direction": frozenset({"approaching", "receding"}),
+    "area": frozenset({"road", "crosswalk", "sidewalk"}),
+}
 
 
 @dataclass(frozen=True)
@@ -111,9 +122,16 @@ class SceneView:
         return got if got is not None else np.full(len(self.labels), None, dtype=object)
 
     @cached_property
+    def crowd(self) -> np.ndarray:
+        """Mask of crowd regions (COCO ``iscrowd = 1``): one box over many instances of a class."""
+        return self.attr("iscrowd") == "1" if len(self.labels) else np.zeros(0, bool)
+
+    @cached_property
     def things(self) -> np.ndarray:
-        """Mask of objects that are not regions (a crosswalk is a region)."""
-        return ~np.isin(self.labels, list(REGION_LABELS)) if len(self.labels) else np.zeros(0, bool)
+        """Mask of single objects: neither regions (a crosswalk) nor crowd regions."""
+        if not len(self.labels):
+            return np.zeros(0, bool)
+        return ~np.isin(self.labels, list(REGION_LABELS)) & ~self.crowd
 
 
 @dataclass(frozen=True)
@@ -211,7 +229,7 @@ def scene_views(scenes: pa.Table) -> list[SceneView]:
             col = np.full(len(labels), None, dtype=object)
             sel = keys == key
             col[owner[sel]] = vals[sel]
-            attrs[str(key)] = col
+            attrs[str(key)] = _understood(str(key), col)
     ids = scenes.column("image_id").to_pylist()
     widths = scenes.column("width").to_pylist()
     heights = scenes.column("height").to_pylist()
@@ -235,6 +253,19 @@ def scene_views(scenes: pa.Table) -> list[SceneView]:
             )
         )
     return views
+
+
+def _understood(key: str, col: np.ndarray) -> np.ndarray:
+    """Values of a drafter attribute key outside :data:`ATTRIBUTE_VALUES` (or a colour that is not
+    a word) become None: unknown, so never used to describe, filter or answer."""
+    allowed = ATTRIBUTE_VALUES.get(key)
+    if allowed is not None:
+        ok = np.array([v in allowed for v in col], dtype=bool)
+    elif key == "color":
+        ok = np.array([isinstance(v, str) and v.replace(" ", "").replace("-", "").isalpha() for v in col], dtype=bool)
+    else:
+        return col
+    return np.where(ok, col, None)
 
 
 def scene_rng(seed: int, image_id: str) -> np.random.Generator:
@@ -451,7 +482,13 @@ def _yes_no(rng: np.random.Generator, truth: bool) -> str:
 
 
 def _present_things(view: SceneView) -> list[str]:
-    return sorted(set(view.labels[view.things].tolist()))
+    """Classes of single objects in the scene, without those that also have a crowd region (their
+    number of instances is unknown, so they are not counted, compared or ranked)."""
+    return sorted(set(view.labels[view.things].tolist()) - _crowd_classes(view))
+
+
+def _crowd_classes(view: SceneView) -> set[str]:
+    return set(view.labels[view.crowd].tolist())
 
 
 def _existence(view: SceneView, rng: np.random.Generator, ctx: RuleContext) -> list[Draft]:
@@ -512,7 +549,9 @@ def _comparison(view: SceneView, rng: np.random.Generator, ctx: RuleContext) -> 
     if not present or len(ctx.things_vocab) < 2:
         return []
     a = _pick(rng, present)
-    others = [c for c in ctx.things_vocab if c != a]
+    others = [c for c in ctx.things_vocab if c != a and c not in _crowd_classes(view)]
+    if not others:
+        return []
     # prefer a second class that is present; an absent one (count 0) a third of the time
     present_others = [c for c in present if c != a]
     b = _pick(rng, present_others) if present_others and rng.random() < 2 / 3 else _pick(rng, others)
@@ -540,7 +579,8 @@ def _unique_value(view: SceneView, cand: np.ndarray) -> list[tuple[str, str, int
 
 
 def _identification(view: SceneView, rng: np.random.Generator, ctx: RuleContext) -> list[Draft]:
-    things = view.things
+    # a crowd region competes ("the largest object" may be a crowd of people) but is never the answer
+    things = view.things | view.crowd
     options: list[tuple[str, dict, int]] = []
     i = _largest(view, things)
     if i is not None:
@@ -558,6 +598,7 @@ def _identification(view: SceneView, rng: np.random.Generator, ctx: RuleContext)
         k = nearest_unique(dist[cand], NEAREST_MARGIN * view.width)
         if k is not None:
             options.append(("identification_nearest", {}, int(cand[k])))
+    options = [o for o in options if not view.crowd[o[2]]]
     if not options:
         return []
     kind, kw, i = _pick(rng, options)

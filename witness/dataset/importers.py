@@ -670,7 +670,10 @@ def _ls_resolve(ref: str, root: Path, json_dir: Path) -> Path:
 def _ls_regions(task: dict, k: int, src: Path, warnings: dict[str, int]) -> tuple[list[dict], bool]:
     """The rectangle regions of one task and whether the task is in the JSON_MIN shape."""
     if "annotations" in task or "data" in task:
-        anns = [a for a in (task.get("annotations") or []) if isinstance(a, dict) and not a.get("was_cancelled")]
+        anns = task.get("annotations") or []
+        if not isinstance(anns, list):
+            raise InputError(f"Expected an annotations list, got {type(anns).__name__} ({src} task[{k}], field 'annotations'). Re-export.")
+        anns = [a for a in anns if isinstance(a, dict) and not a.get("was_cancelled")]
         if not anns:
             return [], False
         if len(anns) > 1:
@@ -681,7 +684,10 @@ def _ls_regions(task: dict, k: int, src: Path, warnings: dict[str, int]) -> tupl
         regions = []
         for r in result:
             if isinstance(r, dict) and r.get("type") == "rectanglelabels":
-                v = dict(r.get("value") or {})
+                v = r.get("value") or {}
+                if not isinstance(v, dict):
+                    raise InputError(f"Expected a region value object, got {type(v).__name__} ({src} task[{k}], field 'result.value'). Re-export.")
+                v = dict(v)
                 v.setdefault("original_width", r.get("original_width"))
                 v.setdefault("original_height", r.get("original_height"))
                 regions.append(v)
@@ -693,16 +699,46 @@ def _ls_regions(task: dict, k: int, src: Path, warnings: dict[str, int]) -> tupl
     return regions, True
 
 
+class _LSScene:
+    """One image of a Label Studio export: the objects of all its tasks, merged."""
+
+    def __init__(self, path: Path, width: int, height: int, record: str):
+        self.path, self.width, self.height, self.record = path, width, height, record
+        self.objects: list[tuple[str, np.ndarray, dict[str, Any], str]] = []
+        self._kept: Counter = Counter()
+
+    def merge(self, objects: list[tuple[str, np.ndarray, dict[str, Any], str]], warnings: dict[str, int]) -> None:
+        """Add one task's objects as a multiset union: an object (label, float32 box) that earlier
+        tasks already hold as often as this task has it so far is a repeat, dropped and counted."""
+        keys = [(label, np.asarray(box, dtype=np.float32).tobytes()) for label, box, _, _ in objects]
+        seen: Counter = Counter()
+        for key, obj in zip(keys, objects, strict=True):
+            seen[key] += 1
+            if seen[key] <= self._kept[key]:
+                _bump(warnings, "duplicate_objects_merged")
+                continue
+            self.objects.append(obj)
+        for key, n in seen.items():
+            self._kept[key] = max(self._kept[key], n)
+
+
 def import_labelstudio(src: str | os.PathLike, images: str | os.PathLike | None = None) -> ImportResult:
     """Import a Label Studio JSON export (or JSON_MIN) with ``rectanglelabels`` results.
 
-    Each task is a scene; the first annotation that was not cancelled is used (others are counted
-    in ``extra_annotations_ignored``). ``value.{x, y, width, height}`` are percent of the original
-    image size (top-left corner) and become pixels via :func:`witness.boxes.percent_to_xyxy` with
-    the size read from the image header (which must equal ``original_width/height``). A region
-    with several labels keeps the first (``extra_labels_ignored``). ``image_id`` is ``data.image_id``
-    when the task has one, else the image file stem. ``images`` is the root for
-    ``/data/local-files/?d=`` paths, uploads and URLs (default: the JSON's folder).
+    Each image is a scene; the first annotation of a task that was not cancelled is used (others
+    are counted in ``extra_annotations_ignored``). ``value.{x, y, width, height}`` are percent of
+    the original image size (top-left corner) and become pixels via
+    :func:`witness.boxes.percent_to_xyxy` with the size read from the image header (which must
+    equal ``original_width/height``). A region with several labels keeps the first
+    (``extra_labels_ignored``). ``image_id`` is ``data.image_id`` when the task has one, else the
+    image file stem. ``images`` is the root for ``/data/local-files/?d=`` paths, uploads and URLs
+    (default: the JSON's folder).
+
+    Several tasks on one image (witness's own ``qa`` projects: one task per question) are merged
+    into one scene: the objects are the multiset union of the tasks' rectangles, an object being
+    the same when its label and its box (float32 pixels, as stored) are identical. Tasks folded
+    into an earlier one are counted in ``tasks_merged``, their repeated objects in
+    ``duplicate_objects_merged``. The same ``image_id`` on two different image files is an error.
 
     >>> import tempfile, json, PIL.Image
     >>> d = Path(tempfile.mkdtemp()); PIL.Image.new("RGB", (800, 600)).save(d / "a.png")
@@ -721,6 +757,7 @@ def import_labelstudio(src: str | os.PathLike, images: str | os.PathLike | None 
     if not isinstance(data, list):
         raise InputError(f"Expected a list of Label Studio tasks, got {type(data).__name__} ({src}). Export the project as JSON.")
     b = _SceneBuilder("labelstudio", src)
+    scenes: dict[str, _LSScene] = {}
     for k, task in enumerate(data):
         rec = f"{src} task[{k}]" + (f" id {task.get('id')!r}" if isinstance(task, dict) and "id" in task else "")
         if not isinstance(task, dict):
@@ -731,30 +768,57 @@ def import_labelstudio(src: str | os.PathLike, images: str | os.PathLike | None 
         if ref is None:
             raise InputError(f"Expected an image reference in the task data, got keys {sorted(tdata) if isinstance(tdata, dict) else tdata!r} ({rec}, field 'data.image'). Name the image key 'image'.")
         path = _ls_resolve(ref, root, src.parent)
-        w, h = image_size(path, where=f"{rec}, field 'data.image'")
+        image_id = str(tdata.get("image_id")) if tdata.get("image_id") is not None else path.stem
+        scene = scenes.get(image_id)
+        if scene is not None and scene.path.resolve() != path.resolve():
+            raise InputError(
+                f"Expected unique image ids, got {image_id!r} twice for two images ({scene.record}: {scene.path}; "
+                f"{rec}: {path}). Give every image its own data.image_id."
+            )
+        if scene is None:
+            w, h = image_size(path, where=f"{rec}, field 'data.image'")
+            scene = scenes[image_id] = _LSScene(path, w, h, rec)
+        else:
+            w, h = scene.width, scene.height
+            _bump(b.warnings, "tasks_merged")
         objects = []
         for j, v in enumerate(regions):
             loc = f"{rec} region[{j}]"
             labels = v.get("rectanglelabels") or []
+            if isinstance(labels, str):
+                labels = [labels]
+            if not isinstance(labels, list) or not all(isinstance(lab, str) for lab in labels):
+                raise InputError(f"Expected a list of label names, got {labels!r} ({loc}, field 'rectanglelabels'). Re-export.")
             if not labels:
                 raise InputError(f"Expected a label on the rectangle, got none ({loc}, field 'rectanglelabels'). Label the region.")
             if len(labels) > 1:
                 _bump(b.warnings, "extra_labels_ignored", len(labels) - 1)
             ow, oh = v.get("original_width"), v.get("original_height")
-            if ow is not None and oh is not None and (int(ow), int(oh)) != (w, h):
+            try:
+                size = None if ow is None or oh is None else (int(ow), int(oh))
+                rotation = float(v.get("rotation") or 0.0)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"Expected numbers original_width, original_height and rotation, got {ow!r}, {oh!r}, {v.get('rotation')!r} "
+                    f"({loc}, field 'original_width'). Re-export."
+                ) from None
+            if size is not None and size != (w, h):
                 raise InputError(
                     f"Expected original size {ow}x{oh} to match the image header, got {w}x{h} ({loc}, {path}, field 'original_width'). "
                     "Export against the same images."
                 )
-            if float(v.get("rotation") or 0.0) % 360 != 0:
+            if rotation % 360 != 0:
                 raise InputError(f"Expected an axis-aligned rectangle, got rotation {v.get('rotation')} ({loc}, field 'rotation'). Redraw it unrotated.")
             try:
                 pct = [float(v[key]) for key in ("x", "y", "width", "height")]
             except (KeyError, TypeError, ValueError):
                 raise InputError(f"Expected numbers x, y, width, height, got {v!r} ({loc}, field 'value'). Re-export.") from None
-            objects.append((str(labels[0]), percent_to_xyxy([pct], w, h)[0], {}, f"{loc} '{labels[0]}', field 'value'"))
-        image_id = str(tdata.get("image_id")) if tdata.get("image_id") is not None else path.stem
-        b.add(image_id, path, w, h, objects, record=rec)
+            objects.append((str(labels[0]), pct, {}, f"{loc} '{labels[0]}', field 'value'"))
+        if objects:
+            xyxy = percent_to_xyxy([o[1] for o in objects], w, h)
+            scene.merge([(o[0], xyxy[j], o[2], o[3]) for j, o in enumerate(objects)], b.warnings)
+    for image_id, scene in scenes.items():
+        b.add(image_id, scene.path, scene.width, scene.height, scene.objects, record=scene.record)
     return b.finish()
 
 

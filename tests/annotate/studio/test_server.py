@@ -92,6 +92,38 @@ def test_qa_round_trip_two_users(studio, demo_items):
     assert latest["count"] == 2 and latest["provenance"]["annotated_by"] == ["ann1@witness.test", "ann2@witness.test"]
 
 
+def test_qa_export_imports_as_one_scene_per_image(studio, demo_items, tmp_path):
+    """A qa project has one task per question: its real JSON export imports as one scene per image."""
+    from witness.dataset.importers import import_labelstudio
+    from witness.schema import items_table
+
+    client = studio["client"]
+    name = f"qa-import-{demo_items['tag']}"
+    (count,) = [r for r in demo_items["items"].to_pylist() if r["id"] == "q-count"]
+    person = [500.0, 300.0, 550.5, 420.0]
+    exist = {**count, "id": "q-person", "question": "Is there a person?", "answer": "yes", "boxes": [person],
+             "labels": ["person"], "count": None, "qtype": "existence", "category": "existence"}
+    rep = push_items(client, items_table([count, exist]), project=name, kind="qa", scenes=demo_items["scenes"],
+                     document_root=studio["root"])
+    tasks = _tasks(client, rep.project_id)
+    (ann1,) = _users(client, "ann1@witness.test")
+    cars = [[10.5, 20.25, 100.125, 200.75], [300.0, 100.0, 400.3, 220.9]]
+    client.create_annotation(tasks["q-count"], rect_results(cars + [person], ["car", "car", "person"], 640, 480,
+                                                            evidence=[True, True, False]), completed_by=ann1)
+    moved = [501.0, 300.0, 551.5, 420.0]  # this annotator moved the person: a second object
+    client.create_annotation(tasks["q-person"], rect_results(cars + [moved], ["car", "car", "person"], 640, 480,
+                                                             evidence=[False, False, True]), completed_by=ann1)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(client.snapshot_export(rep.project_id)))
+    res = import_labelstudio(export, images=studio["root"])
+    assert res.n_scenes == 1 and res.table.column("image_id").to_pylist() == [f"{demo_items['tag']}-img-a"]
+    assert res.warnings == {"tasks_merged": 1, "duplicate_objects_merged": 2}
+    objs = res.table.column("objects")[0].as_py()
+    assert sorted(o["label"] for o in objs) == ["car", "car", "person", "person"]
+    got = np.asarray(sorted(o["box"] for o in objs))
+    np.testing.assert_allclose(got, np.asarray(sorted(cars + [person, moved]), dtype=np.float32), atol=1e-3)
+
+
 def test_repush_adds_nothing_and_reports_changes(studio, demo_items):
     client = studio["client"]
     name = f"repush-{demo_items['tag']}"

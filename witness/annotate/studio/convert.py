@@ -19,7 +19,6 @@ changed), ``item_id``, ``image`` (a Local Files URL), ``width``, ``height`` and 
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
@@ -209,33 +208,18 @@ def clean_text(value: Any) -> str | None:
     return "\n".join(str(t) for t in texts).rstrip("\r\n \t")
 
 
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty".split())}
-_NUM_RE = re.compile(r"\b(\d+)\b|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
-
-
 def stated_count(answer: str | None) -> int | None:
     """ν(a): the first cardinal number stated in an answer (digits or zero … twenty), else None.
 
-    The contract of ``shared/ARCHITECTURE.md``; :func:`witness.eval.answers.stated_count` is used
-    instead when that module exists, so every area reads counts the same way.
+    The contract of ``shared/ARCHITECTURE.md``, read by :func:`witness.eval.answers.stated_count`
+    so that every area reads counts the same way.
 
     >>> stated_count("There are Three cars and 2 buses."), stated_count("yes"), stated_count("12")
     (3, None, 12)
     """
-    try:  # one ν for all of witness when the eval area provides it
-        from ...eval.answers import stated_count as _nu  # type: ignore[attr-defined]
-    except ImportError:
-        _nu = None
-    if _nu is not None:
-        return _nu(answer)
-    if not answer:
-        return None
-    m = _NUM_RE.search(answer)
-    if m is None:
-        return None
-    return int(m.group(1)) if m.group(1) else _NUMBER_WORDS[m.group(2).lower()]
+    from ...eval.answers import stated_count as _nu
+
+    return _nu(answer)
 
 
 def _ts(value: Any):
