@@ -472,6 +472,56 @@ def _parse_json_boxes(text: str, key: str) -> tuple[np.ndarray, str] | Parsed:
     return raw, _clean(rest)
 
 
+def _parse_json_grid(text: str, width: float, height: float, key: str, *, y_first: bool = False) -> Parsed:
+    """Shared body of the JSON-list families on the 0–1000 grid (Qwen3-VL ``bbox_2d``; Gemini
+    ``box_2d``, y first): :func:`_parse_json_boxes`, the grid's range, then pixels."""
+    if (bad := _bad_size(width, height)) is not None:
+        return Parsed.fail(bad)
+    got = _parse_json_boxes(text, key)
+    if isinstance(got, Parsed):
+        return got
+    grid, answer = got
+    frame = "the 0-1000 grid (y first)" if y_first else "the 0-1000 grid"
+    if (bad := _check_frame(grid, GRID, GRID, frame)) is not None:
+        return Parsed.fail(bad)
+    return Parsed(True, answer, grid_to_xyxy(swap_xy(grid) if y_first else grid, width, height), None)
+
+
+def _parse_grid_spans(text: str, width: float, height: float, span: re.Pattern, read: Callable[[str], list | str],
+                      tags: tuple[str, str], ref: re.Pattern) -> Parsed:
+    """Shared body of the box-span families on the 0–1000 grid (Qwen2-VL, InternVL): ``read``
+    turns the inside of each ``span`` into box rows (or a failure reason); an opening or closing
+    tag left outside a span is unterminated; the answer is the text without the spans and the
+    ``ref`` (referring-phrase) tags."""
+    if (bad := _bad_size(width, height)) is not None:
+        return Parsed.fail(bad)
+    rows: list = []
+    for m in span.finditer(text):
+        got = read(m.group(1))
+        if isinstance(got, str):
+            return Parsed.fail(got)
+        rows.extend(got)
+    rest = span.sub(" ", text)
+    if tags[0] in rest or tags[1] in rest:
+        return Parsed.fail(f"unterminated {tags[0]} ... {tags[1]} span")
+    grid = _quads(rows)
+    if (bad := _check_frame(grid, GRID, GRID, "the 0-1000 grid")) is not None:
+        return Parsed.fail(bad)
+    return Parsed(True, _clean(ref.sub("", rest)), grid_to_xyxy(grid, width, height), None)
+
+
+def _loc_rows(text: str, run: re.Pattern, token: str) -> list | str:
+    """The boxes of location-token families (Florence-2, PaliGemma): each ``run`` of tokens, its
+    bins read by the ``token`` pattern, four a box; a failure reason for a run that is not."""
+    rows: list = []
+    for m in run.finditer(text):
+        bins = [int(v) for v in re.findall(token, m.group(0))]
+        if len(bins) % 4:
+            return f"a run of {len(bins)} location tokens is not a multiple of 4"
+        rows.extend(bins[i:i + 4] for i in range(0, len(bins), 4))
+    return rows
+
+
 # --------------------------------------------------------------------------------------------
 # generic JSON
 # --------------------------------------------------------------------------------------------
@@ -540,21 +590,15 @@ def parse_qwen2_vl(text: str, *, width: float, height: float, **_: Any) -> Parse
     >>> p.answer, p.boxes.tolist()
     ('the car', [[64.0, 48.0, 320.0, 240.0]])
     """
-    if (bad := _bad_size(width, height)) is not None:
-        return Parsed.fail(bad)
-    rows = []
-    for m in _QWEN2_BOX_RE.finditer(text):
-        pm = _QWEN2_PAIR_RE.fullmatch(m.group(1))
-        if pm is None:
-            return Parsed.fail("a box span is not (x1,y1),(x2,y2)")
-        rows.append([float(g) for g in pm.groups()])
-    rest = _QWEN2_BOX_RE.sub(" ", text)
-    if "<|box_start|>" in rest or "<|box_end|>" in rest:
-        return Parsed.fail("unterminated <|box_start|> ... <|box_end|> span")
-    grid = _quads(rows)
-    if (bad := _check_frame(grid, GRID, GRID, "the 0-1000 grid")) is not None:
-        return Parsed.fail(bad)
-    return Parsed(True, _clean(_QWEN2_REF_RE.sub("", rest)), grid_to_xyxy(grid, width, height), None)
+    return _parse_grid_spans(text, width, height, _QWEN2_BOX_RE, _qwen2_span,
+                             ("<|box_start|>", "<|box_end|>"), _QWEN2_REF_RE)
+
+
+def _qwen2_span(inner: str) -> list | str:
+    pm = _QWEN2_PAIR_RE.fullmatch(inner)
+    if pm is None:
+        return "a box span is not (x1,y1),(x2,y2)"
+    return [[float(g) for g in pm.groups()]]
 
 
 def parse_qwen25_vl(
@@ -618,15 +662,7 @@ def parse_qwen3_vl(text: str, *, width: float, height: float, **_: Any) -> Parse
     >>> parse_qwen3_vl(t, width=640, height=480).boxes.tolist()
     [[64.0, 48.0, 320.0, 240.0]]
     """
-    if (bad := _bad_size(width, height)) is not None:
-        return Parsed.fail(bad)
-    got = _parse_json_boxes(text, "bbox_2d")
-    if isinstance(got, Parsed):
-        return got
-    grid, answer = got
-    if (bad := _check_frame(grid, GRID, GRID, "the 0-1000 grid")) is not None:
-        return Parsed.fail(bad)
-    return Parsed(True, answer, grid_to_xyxy(grid, width, height), None)
+    return _parse_json_grid(text, width, height, "bbox_2d")
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,26 +685,19 @@ def parse_internvl(text: str, *, width: float, height: float, **_: Any) -> Parse
     >>> p.answer, p.boxes.tolist()
     ('the car', [[64.0, 48.0, 320.0, 240.0]])
     """
-    if (bad := _bad_size(width, height)) is not None:
-        return Parsed.fail(bad)
-    rows: list = []
-    for m in _INTERN_BOX_RE.finditer(text):
-        try:
-            value = orjson.loads(m.group(1).strip())
-        except orjson.JSONDecodeError:
-            return Parsed.fail("a <box> is not a JSON list of boxes")
-        if _is_quad(value):
-            value = [value]
-        if not isinstance(value, list) or not all(_is_quad(b) for b in value):
-            return Parsed.fail("a <box> is not a list of [x1, y1, x2, y2] numbers")
-        rows.extend(value)
-    rest = _INTERN_BOX_RE.sub(" ", text)
-    if "<box>" in rest or "</box>" in rest:
-        return Parsed.fail("unterminated <box> ... </box> span")
-    grid = _quads(rows)
-    if (bad := _check_frame(grid, GRID, GRID, "the 0-1000 grid")) is not None:
-        return Parsed.fail(bad)
-    return Parsed(True, _clean(_INTERN_REF_RE.sub("", rest)), grid_to_xyxy(grid, width, height), None)
+    return _parse_grid_spans(text, width, height, _INTERN_BOX_RE, _internvl_span, ("<box>", "</box>"), _INTERN_REF_RE)
+
+
+def _internvl_span(inner: str) -> list | str:
+    try:
+        value = orjson.loads(inner.strip())
+    except orjson.JSONDecodeError:
+        return "a <box> is not a JSON list of boxes"
+    if _is_quad(value):
+        value = [value]
+    if not isinstance(value, list) or not all(_is_quad(b) for b in value):
+        return "a <box> is not a list of [x1, y1, x2, y2] numbers"
+    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -745,12 +774,9 @@ def parse_florence2(text: str, *, width: float, height: float, **_: Any) -> Pars
     """
     if (bad := _bad_size(width, height)) is not None:
         return Parsed.fail(bad)
-    rows: list = []
-    for m in _FLORENCE_RUN_RE.finditer(text):
-        bins = [int(v) for v in re.findall(r"<loc_(\d+)>", m.group(0))]
-        if len(bins) % 4:
-            return Parsed.fail(f"a run of {len(bins)} location tokens is not a multiple of 4")
-        rows.extend(bins[i:i + 4] for i in range(0, len(bins), 4))
+    rows = _loc_rows(text, _FLORENCE_RUN_RE, r"<loc_(\d+)>")
+    if isinstance(rows, str):
+        return Parsed.fail(rows)
     rest = _FLORENCE_RUN_RE.sub(" ", text)
     if "<loc_" in rest:
         return Parsed.fail("malformed <loc_N> token")
@@ -788,12 +814,9 @@ def parse_paligemma(text: str, *, width: float, height: float, **_: Any) -> Pars
     """
     if (bad := _bad_size(width, height)) is not None:
         return Parsed.fail(bad)
-    rows: list = []
-    for m in _PALI_RUN_RE.finditer(text):
-        bins = [int(v) for v in re.findall(r"<loc(\d{4})>", m.group(0))]
-        if len(bins) % 4:
-            return Parsed.fail(f"a run of {len(bins)} location tokens is not a multiple of 4")
-        rows.extend(bins[i:i + 4] for i in range(0, len(bins), 4))
+    rows = _loc_rows(text, _PALI_RUN_RE, r"<loc(\d{4})>")
+    if isinstance(rows, str):
+        return Parsed.fail(rows)
     rest = _PALI_SEG_RE.sub(" ", _PALI_RUN_RE.sub(" ", text))
     if "<loc" in rest:
         return Parsed.fail("malformed <locNNNN> token")
@@ -822,15 +845,7 @@ def parse_gemini(text: str, *, width: float, height: float, **_: Any) -> Parsed:
     >>> parse_gemini(t, width=640, height=480).boxes.tolist()
     [[128.0, 48.0, 384.0, 240.0]]
     """
-    if (bad := _bad_size(width, height)) is not None:
-        return Parsed.fail(bad)
-    got = _parse_json_boxes(text, "box_2d")
-    if isinstance(got, Parsed):
-        return got
-    yx, answer = got
-    if (bad := _check_frame(yx, GRID, GRID, "the 0-1000 grid (y first)")) is not None:
-        return Parsed.fail(bad)
-    return Parsed(True, answer, grid_to_xyxy(swap_xy(yx), width, height), None)
+    return _parse_json_grid(text, width, height, "box_2d", y_first=True)
 
 
 register_format(OutputFormat("json", "pixels of the original image, xyxy", parse_json,

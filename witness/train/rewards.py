@@ -806,6 +806,19 @@ def _col(kwargs: dict, name: str, n: int, default: Any = None) -> list:
     return list(v)
 
 
+def _gather_columns(local: dict[str, list]) -> tuple[dict[str, list], int]:
+    """Gather every rank's columns (each one value a local completion, ``texts`` among them) and
+    join them in rank order; return them and the offset of this rank's slice."""
+    payloads, rank = _gather(local)
+    columns = {name: [v for p in payloads for v in p[name]] for name in local}
+    return columns, sum(len(p["texts"]) for p in payloads[:rank])
+
+
+def _answer_of(completion: Any, parsed: Any) -> str:
+    """The answer of a completion: its parsed answer, or its whole text when it did not parse."""
+    return parsed.answer if parsed.ok else completion_text(completion)
+
+
 class _Parsing:
     """Parse completions with a named :mod:`witness.eval.parse` format (pixels of the item image)."""
 
@@ -821,6 +834,19 @@ class _Parsing:
             out.append(p)
         return out
 
+    def _parse_batch(self, completions: Sequence[Any], kwargs: dict) -> list:
+        """:meth:`_parse` with the ``width`` and ``height`` columns (1000 where missing)."""
+        n = len(completions)
+        return self._parse(completions, _col(kwargs, "width", n, 1000), _col(kwargs, "height", n, 1000))
+
+    def _score_answers(self, completions: Sequence[Any], kwargs: dict, score: Any) -> list[float | None]:
+        """``score(answer, reference)`` of each completion's answer (:func:`_answer_of`) against
+        the ``answer`` column; ``None`` where the row has no reference answer."""
+        refs = _col(kwargs, "answer", len(completions))
+        parsed = self._parse_batch(completions, kwargs)
+        return [None if ref is None else score(_answer_of(c, p), ref)
+                for c, p, ref in zip(completions, parsed, refs, strict=True)]
+
 
 class FormatReward(_Parsing):
     """ECPO's ``r_fmt``: 1.0 when the completion parses in the format (default ``eta``), else 0.0."""
@@ -828,9 +854,7 @@ class FormatReward(_Parsing):
     __name__ = "r_fmt"
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
-        n = len(completions)
-        parsed = self._parse(completions, _col(kwargs, "width", n, 1000), _col(kwargs, "height", n, 1000))
-        return [1.0 if p.ok else 0.0 for p in parsed]
+        return [1.0 if p.ok else 0.0 for p in self._parse_batch(completions, kwargs)]
 
 
 class AnswerF1Reward(_Parsing):
@@ -840,16 +864,7 @@ class AnswerF1Reward(_Parsing):
     __name__ = "r_ans"
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
-        n = len(completions)
-        refs = _col(kwargs, "answer", n)
-        parsed = self._parse(completions, _col(kwargs, "width", n, 1000), _col(kwargs, "height", n, 1000))
-        out: list[float | None] = []
-        for c, p, ref in zip(completions, parsed, refs, strict=True):
-            if ref is None:
-                out.append(None)
-                continue
-            out.append(token_f1(p.answer if p.ok else completion_text(c), ref))
-        return out
+        return self._score_answers(completions, kwargs, token_f1)
 
 
 class BoxRecallReward(_Parsing):
@@ -863,9 +878,8 @@ class BoxRecallReward(_Parsing):
         self.iou = iou
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
-        n = len(completions)
-        parsed = self._parse(completions, _col(kwargs, "width", n, 1000), _col(kwargs, "height", n, 1000))
-        refs = _col(kwargs, "boxes", n)
+        parsed = self._parse_batch(completions, kwargs)
+        refs = _col(kwargs, "boxes", len(completions))
         out: list[float | None] = []
         for p, ref in zip(parsed, refs, strict=True):
             if ref is None:
@@ -913,12 +927,8 @@ class ConsensusCoverageReward(_Parsing):
             "id": _col(kwargs, "id", n),
             "boxes": _col(kwargs, "boxes", n),
         }
-        payloads, rank = _gather(local)
-        texts = [t for p in payloads for t in p["texts"]]
-        widths = [w for p in payloads for w in p["width"]]
-        heights = [h for p in payloads for h in p["height"]]
-        ids = [i for p in payloads for i in p["id"]]
-        refs = [b for p in payloads for b in p["boxes"]]
+        cols, offset = _gather_columns(local)
+        texts, widths, heights, ids, refs = (cols[c] for c in ("texts", "width", "height", "id", "boxes"))
         G = self.num_generations
         if len(texts) % G:
             raise InputError(
@@ -952,7 +962,6 @@ class ConsensusCoverageReward(_Parsing):
             log_metric("ecpo/groups_scored", float(len(groups)))
             if recalls:
                 log_metric("ecpo/union_recall", float(np.mean(recalls)))
-        offset = sum(len(p["texts"]) for p in payloads[:rank])
         return scores[offset : offset + n]
 
 
@@ -966,13 +975,7 @@ class AccuracyReward(_Parsing):
     __name__ = "r_acc"
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
-        n = len(completions)
-        refs = _col(kwargs, "answer", n)
-        parsed = self._parse(completions, _col(kwargs, "width", n, 1000), _col(kwargs, "height", n, 1000))
-        out: list[float | None] = []
-        for c, p, ref in zip(completions, parsed, refs, strict=True):
-            out.append(None if ref is None else float(answer_correct(p.answer if p.ok else completion_text(c), ref)))
-        return out
+        return self._score_answers(completions, kwargs, lambda answer, ref: float(answer_correct(answer, ref)))
 
 
 class ConsistencyReward(_Parsing):
@@ -1003,17 +1006,11 @@ class ConsistencyReward(_Parsing):
             "width": _col(kwargs, "width", n, 1000),
             "height": _col(kwargs, "height", n, 1000),
         }
-        payloads, rank = _gather(local)
-        texts = [t for p in payloads for t in p["texts"]]
-        answers = [a for p in payloads for a in p["answer"]]
-        pair_ids = [a for p in payloads for a in p["pair_id"]]
-        roles = [a for p in payloads for a in p["pair_role"]]
-        widths = [a for p in payloads for a in p["width"]]
-        heights = [a for p in payloads for a in p["height"]]
+        cols, offset = _gather_columns(local)
+        texts, answers, pair_ids, roles, widths, heights = (
+            cols[c] for c in ("texts", "answer", "pair_id", "pair_role", "width", "height"))
         parsed = self._parse(texts, widths, heights)
-        correct = [
-            answer_correct(p.answer if p.ok else t, a) for p, t, a in zip(parsed, texts, answers, strict=True)
-        ]
+        correct = [answer_correct(_answer_of(t, p), a) for p, t, a in zip(parsed, texts, answers, strict=True)]
         members: dict[tuple, list[int]] = {}
         for i, (pid, role) in enumerate(zip(pair_ids, roles, strict=True)):
             if pid is not None and role in (1, 2):
@@ -1036,7 +1033,6 @@ class ConsistencyReward(_Parsing):
             log_metric("convlm/pairs_scored", float(sum(1 for (p, r) in members if r == 1 and (p, 2) in members)))
             if agree:
                 log_metric("convlm/consistency", float(np.mean(agree)))
-        offset = sum(len(p["texts"]) for p in payloads[:rank])
         return scores[offset : offset + n]
 
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..errors import InputError, require
-from .common import (
-    TrainResult,
-    load_policy,
-    lora_config,
-    precision_flags,
-    result_from,
-    write_run_card,
-)
+from .common import TrainResult, fit_and_save, load_policy, recipe_lora, trainer_flags
 from .data import SFT_MAX_PIXELS, load_split, to_sft
 from .serialize import ORDERS
 
@@ -73,15 +66,9 @@ def run_sft(data_dir: str | os.PathLike, model_path: str | os.PathLike, out_dir:
         args=args,
         train_dataset=ds,
         processing_class=processor,
-        peft_config=lora_config(recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout),
+        peft_config=recipe_lora(recipe),
     )
-    trainer.train()
-    trainer.save_model(str(out_dir))
-    result = result_from(trainer, "sft", out_dir, t0)
-    if trainer.accelerator.is_main_process:
-        processor.save_pretrained(str(out_dir))
-        write_run_card(out_dir, "sft", str(model_path), str(data_dir), asdict(recipe), result.to_dict())
-    return result
+    return fit_and_save(trainer, processor, "sft", model_path, data_dir, out_dir, recipe, t0)
 
 
 def sft_args(recipe: SFTRecipe, out_dir: str | os.PathLike):
@@ -90,25 +77,12 @@ def sft_args(recipe: SFTRecipe, out_dir: str | os.PathLike):
     trl = require("trl", "train")
     if not 0.0 <= recipe.warmup_ratio < 1.0:
         raise InputError(f"Expected --warmup-ratio in [0, 1), got {recipe.warmup_ratio}. It is a share of the steps.")
-    prec = precision_flags(recipe.bf16)
     return trl.SFTConfig(
-        output_dir=str(out_dir),
-        learning_rate=recipe.learning_rate,
         lr_scheduler_type=recipe.lr_scheduler,
         warmup_steps=recipe.warmup_ratio,  # a float in [0, 1) is a share of the steps
-        num_train_epochs=recipe.epochs,
-        max_steps=recipe.max_steps,
         max_length=recipe.max_length,
         per_device_train_batch_size=recipe.batch_size,
-        gradient_accumulation_steps=recipe.grad_accum,
         activation_checkpointing=recipe.gradient_checkpointing,  # transformers 5 name of gradient_checkpointing
         assistant_only_loss=recipe.assistant_only_loss,
-        seed=recipe.seed,
-        logging_steps=recipe.logging_steps,
-        save_strategy="steps" if recipe.save_steps else "no",
-        save_steps=recipe.save_steps or 500,
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        **prec,
+        **trainer_flags(recipe, out_dir),
     )
