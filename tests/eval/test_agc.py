@@ -310,3 +310,23 @@ def test_gt_reads_only_needed_columns_without_images(suite_files):
     gt, pred = suite_files(items, preds)
     s = load_samples(gt, pred, "agc")
     assert "image" not in s.columns and set(s.columns) == {"answer", "qtype", "category"}
+
+
+def test_answer_verdicts_and_nu_by_distinct_values_equal_elementwise():
+    """Strict/lenient verdicts and ν read once per distinct value equal the scalar functions."""
+    import pyarrow as pa
+
+    from witness.eval.agc import _answer_verdicts, _encode
+    from witness.eval.answers import stated_counts
+
+    preds = ["Yes", "yes", None, "2 cars", "two cars", "No.", "", "I count 3 cars.", "Yes", None] * 7
+    refs = ["yes", "yes", "no", "2", "2 cars", None, "", "3", "no", "yes"] * 7
+    p, r = _encode(pa.array(preds, pa.string())), _encode(pa.array(refs, pa.string()))
+    ok_s, ok_l = _answer_verdicts(p, r)
+    assert ok_s.tolist() == [match_strict(a, b) for a, b in zip(preds, refs, strict=True)]
+    assert ok_l.tolist() == [match_lenient(a, b) for a, b in zip(preds, refs, strict=True)]
+    nu = np.append(stated_counts(p[0]), np.int64(-1))[p[1]]
+    assert nu.tolist() == stated_counts(preds).tolist()
+    many = [f"{i} cars" for i in range(3000)]  # sparse key space: the np.unique path
+    ok_s, ok_l = _answer_verdicts(_encode(many), _encode(many[::-1]))
+    assert ok_s.tolist() == [match_strict(a, b) for a, b in zip(many, many[::-1], strict=True)]

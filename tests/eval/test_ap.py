@@ -162,3 +162,35 @@ def test_ap_by_group_equals_each_subset():
     for g in range(4):
         assert got[g] == pytest.approx(ap_from_matches(m, codes == g), abs=0, nan_ok=True)
     assert np.isnan(got[4][0])
+
+
+@pytest.mark.parametrize("max_dets", [100, 2])
+def test_match_coco_orders_equal_lexsort_and_mergesort(max_dets):
+    """The one shared score sort gives pycocotools' per-image order and accumulate's global order."""
+    rng = np.random.default_rng(21)
+    pred, scores, ref = _random(rng, 70, dup=True)
+    pb, po = _flat(pred)
+    rb, ro = _flat(ref)
+    sc = np.concatenate(scores)
+    m = match_coco(pb, sc, po, rb, ro, max_dets=max_dets)
+    img = np.repeat(np.arange(70), np.diff(po))
+    per_image = np.lexsort((-sc, img))
+    rank = np.arange(len(per_image)) - po[img[per_image]]
+    keep = per_image[rank < max_dets]
+    assert np.array_equal(m.det_image, img[keep]) and np.array_equal(m.det_score, sc[keep])
+    assert np.array_equal(m.order, np.argsort(-sc[keep], kind="mergesort"))
+    assert np.array_equal(m.order_match, m.det_match[m.order].T)
+
+
+def test_ap_by_group_many_groups():
+    from witness.eval.ap import ap_by_group
+
+    rng = np.random.default_rng(13)
+    pred, scores, ref = _random(rng, 400)
+    pb, po = _flat(pred)
+    rb, ro = _flat(ref)
+    m = match_coco(pb, np.concatenate(scores), po, rb, ro)
+    codes = rng.integers(0, 300, 400)  # more than 256 groups
+    got = ap_by_group(m, codes, 300)
+    for g in range(300):
+        assert got[g] == pytest.approx(ap_from_matches(m, codes == g), abs=0, nan_ok=True)

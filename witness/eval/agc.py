@@ -29,7 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..boxes import match_greedy_giou, match_max_cardinality, match_max_iou
 from .answers import match_answers, stated_counts
-from .ap import _pairs, ap_by_group, ap_from_matches, match_coco
+from .ap import ap_by_group, ap_from_matches, match_coco
 from .data import Samples, concat_samples, samples_from_records
 from .report import SuiteReport, group_metrics, sample_table
 
@@ -160,24 +160,39 @@ def overlapping_pairs(pred_boxes: np.ndarray, pred_offsets: np.ndarray, ref_boxe
     rx1, ry1, rx2, ry2 = (np.ascontiguousarray(ref_boxes[:, k]) for k in range(4))
     parea = np.maximum(px2 - px1, 0.0) * np.maximum(py2 - py1, 0.0)
     rarea = np.maximum(rx2 - rx1, 0.0) * np.maximum(ry2 - ry1, 0.0)
+    p0 = int(p_off[0]) if n else 0
+    pred_img = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))  # sample of prediction p0 + k
     parts = []
     for a, b in zip(cuts[:-1], cuts[1:], strict=False):
-        img, pi, ri = _pairs(p_off[a : b + 1], r_off[a : b + 1])
-        if len(img) == 0:
+        # every (pred, ref) pair of samples a..b-1, as witness.eval.ap._pairs builds them
+        pa0, pa1 = int(p_off[a]), int(p_off[b])
+        n_r = np.diff(r_off[a : b + 1])
+        img_p = pred_img[pa0 - p0 : pa1 - p0] - a  # window-local sample of each prediction
+        per_pred = n_r[img_p]
+        total = int(per_pred.sum())
+        if total == 0:
             continue
-        # the same float operations as boxes.iou_matrix, skipping pairs apart along x (IoU 0)
-        w = np.minimum(px2[pi], rx2[ri]) - np.maximum(px1[pi], rx1[ri])
-        keep = w > 0
-        img, pi, ri, w = img[keep], pi[keep], ri[keep], w[keep]
+        start = np.zeros(len(per_pred), dtype=np.int64)
+        np.cumsum(per_pred[:-1], out=start[1:])
+        ri = np.repeat(r_off[a:b][img_p] - start, per_pred)
+        ri += np.arange(total, dtype=np.int64)
+        # the same float operations as boxes.iou_matrix, skipping pairs apart along x (IoU 0); a
+        # prediction's coordinates repeat along its pairs (np.repeat, no gather)
+        w = np.minimum(np.repeat(px2[pa0:pa1], per_pred), rx2[ri])
+        w -= np.maximum(np.repeat(px1[pa0:pa1], per_pred), rx1[ri])
+        k = np.flatnonzero(w > 0)
+        pi = np.repeat(np.arange(pa0, pa1, dtype=np.int64), per_pred)[k]
+        ri, w = ri[k], w[k]
         h = np.minimum(py2[pi], ry2[ri]) - np.maximum(py1[pi], ry1[ri])
-        keep = h > 0
-        img, pi, ri, w, h = img[keep], pi[keep], ri[keep], w[keep], h[keep]
+        k = np.flatnonzero(h > 0)
+        pi, ri, w, h = pi[k], ri[k], w[k], h[k]
         inter = w * h
         union = parea[pi] + rarea[ri] - inter
         v = np.zeros(len(inter))
         np.divide(inter, union, out=v, where=union > 0)
         keep = v > 0
-        parts.append((img[keep] + a, pi[keep], ri[keep], v[keep]))
+        pi = pi[keep]
+        parts.append((pred_img[pi - p0], pi, ri[keep], v[keep]))
     if not parts:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z, np.zeros(0)
@@ -279,10 +294,10 @@ def agc_per_sample(s: Samples, *, iou: float = 0.5, pairs=None) -> dict[str, np.
     denom = n_pred + n_ref
     f1 = np.ones(len(s))
     np.divide(2.0 * m.tp, denom, out=f1, where=denom > 0)
-    nu = stated_counts(s.arrow("pred_answers"))
-    ref_answers = s.arrow("answer")
-    ok_s = match_answers(s.arrow("pred_answers"), ref_answers, lenient=False)
-    ok_l = match_answers(s.arrow("pred_answers"), ref_answers, lenient=True)
+    pred_answers = _encode(s.arrow("pred_answers"))
+    # ν is elementwise: read each distinct answer once (a null answer states no count: −1)
+    nu = np.append(stated_counts(pred_answers[0]), np.int64(-1))[pred_answers[1]]
+    ok_s, ok_l = _answer_verdicts(pred_answers, _encode(s.arrow("answer")))
     per = {
         "n_pred": n_pred,
         "n_ref": n_ref,
@@ -296,6 +311,46 @@ def agc_per_sample(s: Samples, *, iou: float = 0.5, pairs=None) -> dict[str, np.
     }
     per["stats"] = _stats(per)
     return per
+
+
+def _encode(arr: Any) -> tuple[Any, np.ndarray]:
+    """A string column as ``(dictionary, codes)``: ``codes[i]`` indexes the distinct values, a null
+    is ``len(dictionary)``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = (arr if isinstance(arr, (pa.Array, pa.ChunkedArray)) else pa.array(list(arr), pa.string())).dictionary_encode()
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    idx = pc.fill_null(enc.indices, len(enc.dictionary)) if enc.indices.null_count else enc.indices
+    return enc.dictionary, np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _answer_verdicts(preds: tuple[Any, np.ndarray], refs: tuple[Any, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``match_answers(preds, refs, lenient=False)`` and ``(..., lenient=True)`` of two :func:`_encode`
+    columns, judging each distinct (prediction, reference) pair once for both
+    (:func:`~witness.eval.answers.match_answers` is elementwise)."""
+    (p_dict, pcode), (r_dict, rcode) = preds, refs
+    np_, nr = len(p_dict), len(r_dict)
+    key = pcode * (nr + 1) + rcode
+    size = (np_ + 1) * (nr + 1)
+    if size <= 4 * len(key) + 1024:  # dense key space: a table lookup instead of a sort
+        seen = np.zeros(size, dtype=bool)
+        seen[key] = True
+        uniq = np.flatnonzero(seen)
+        slot = np.zeros(size, dtype=np.int64)
+        slot[uniq] = np.arange(len(uniq))
+        inverse = slot[key]
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    pv = np.asarray(p_dict.to_pylist() + [None], dtype=object)
+    rv = np.asarray(r_dict.to_pylist() + [None], dtype=object)
+    up, ur = pv[uniq // (nr + 1)].tolist(), rv[uniq % (nr + 1)].tolist()
+    with np.errstate(invalid="ignore"):  # a null answer: match_answers casts its NaN code, then replaces it
+        ok_s = match_answers(up, ur, lenient=False)[inverse]
+        ok_l = match_answers(up, ur, lenient=True)[inverse]
+    return ok_s, ok_l
 
 
 def _mean(x: np.ndarray) -> float:
@@ -360,7 +415,9 @@ def agc_metrics(per: Mapping[str, np.ndarray], ap_matches: Any, mask: np.ndarray
 def agc_group_metrics(per: Mapping[str, np.ndarray], ap_matches: Any, codes: np.ndarray, n_groups: int) -> list[dict]:
     """:func:`agc_metrics` of every group ``codes == g`` at once (one ``bincount`` per summand)."""
     st = per["stats"] if "stats" in per else _stats(per)
-    sums = np.stack([np.bincount(codes, weights=st[:, k], minlength=n_groups) for k in range(st.shape[1])], axis=1)
+    k = st.shape[1]  # one bincount for every (group, summand) bin, each summed in sample order
+    bins = (np.asarray(codes, dtype=np.int64)[:, None] * k + np.arange(k)).reshape(-1)
+    sums = np.bincount(bins, weights=st.reshape(-1), minlength=n_groups * k).reshape(n_groups, k)
     aps = ap_by_group(ap_matches, codes, n_groups)
     return [_from_sums(sums[g], *aps[g]) for g in range(n_groups)]
 

@@ -21,7 +21,8 @@ What pycocotools does, and what this module does in bulk over flat arrays:
    With no reference box at all pycocotools reports −1; here NaN (undefined).
 
 A subset of images (a category, a question type) reuses the per-image matches and the one global
-sort: a stable sort restricted to a subset is the subset's stable sort.
+sort: a stable sort restricted to a subset is the subset's stable sort. The true-positive flags are
+kept once in global score order, threshold-major, so each subset is one column selection.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class APMatches:
     order: np.ndarray
     n_gt: np.ndarray
     order_image: np.ndarray | None = None  # det_image[order], cached for subsets
+    order_match: np.ndarray | None = None  # det_match[order].T, (T, nd) C-contiguous, cached for accumulate
 
 
 def _pairs(p_off: np.ndarray, r_off: np.ndarray):
@@ -110,8 +112,15 @@ def match_coco(pred_boxes, pred_scores, pred_offsets, ref_boxes, ref_offsets, *,
     n_gt = np.diff(r_off)
     n_p = np.diff(p_off)
     det_img_all = np.repeat(np.arange(n_img), n_p)
-    # per image: stable sort by descending score, then keep the first max_dets
-    order = np.lexsort((-scores, det_img_all))
+    # One stable sort by descending score (ties in index order, which is image order) serves both
+    # the per-image order and accumulate's global order (that sort restricted to the kept detections).
+    by_score = np.argsort(-scores, kind="stable")
+    score_rank = np.empty(len(scores), dtype=np.int64)
+    score_rank[by_score] = np.arange(len(scores))
+    # per image: stable sort by descending score, i.e. by (image, score rank), unique keys that are
+    # already sorted by image (runs of one image's detections: timsort is near-linear), then keep
+    # the first max_dets
+    order = np.argsort(det_img_all * max(len(scores), 1) + score_rank, kind="stable")
     rank = np.arange(len(order)) - p_off[det_img_all[order]]
     keep = order[rank < max_dets]
     rank = rank[rank < max_dets]
@@ -121,14 +130,14 @@ def match_coco(pred_boxes, pred_scores, pred_offsets, ref_boxes, ref_offsets, *,
     kept_n = np.minimum(n_p, max_dets)
     d_off = np.zeros(n_img + 1, dtype=np.int64)
     np.cumsum(kept_n, out=d_off[1:])
+    det_pos = np.full(len(pred_boxes), -1, dtype=np.int64)  # position of a detection among the kept
+    det_pos[keep] = np.arange(len(keep))
     n_t = len(IOU_THRESHOLDS)
     match = np.zeros((len(keep), n_t), dtype=bool)
     # candidate pairs: only IoU >= 0.5 can ever match
     if candidates is None:
         _, di, gi = _pairs(d_off, r_off)
     else:
-        det_pos = np.full(len(pred_boxes), -1, dtype=np.int64)
-        det_pos[keep] = np.arange(len(keep))
         di = det_pos[np.asarray(candidates[0], dtype=np.int64)]
         gi = np.asarray(candidates[1], dtype=np.int64)
         gi = gi[di >= 0]
@@ -171,8 +180,11 @@ def match_coco(pred_boxes, pred_scores, pred_offsets, ref_boxes, ref_offsets, *,
             p = last[s_idx, t_idx]
             match[d[p], t_idx] = True
             gt_taken[g[p], t_idx] = True
-    gorder = np.argsort(-det_score, kind="mergesort")
-    return APMatches(det_img, det_score, match, gorder, n_gt, det_img[gorder])
+    # == np.argsort(-det_score, kind="mergesort"): equal scores keep index order in both (the kept
+    # order is image-major and, inside an image, index order among equal scores)
+    gorder = det_pos[by_score]
+    gorder = gorder[gorder >= 0]
+    return APMatches(det_img, det_score, match, gorder, n_gt, det_img[gorder], np.ascontiguousarray(match[gorder].T))
 
 
 def ap_from_matches(m: APMatches, images: np.ndarray | None = None) -> tuple[float, float]:
@@ -184,44 +196,57 @@ def ap_from_matches(m: APMatches, images: np.ndarray | None = None) -> tuple[flo
     >>> [round(v, 6) for v in ap_from_matches(m)]  # precision is tp / (tp + fp + eps), as pycocotools
     [0.9, 1.0]
     """
+    tt = _order_match(m)
     if images is None:
         n_gt = int(m.n_gt.sum())
-        order = m.order
     else:
         images = np.asarray(images, dtype=bool)
         n_gt = int(m.n_gt[images].sum())
         order_image = m.order_image if m.order_image is not None else m.det_image[m.order]
-        order = m.order[images[order_image]]
+        tt = tt[:, images[order_image]]
     if n_gt == 0:
         return float("nan"), float("nan")
-    return _accumulate(m.det_match[order], n_gt)
+    return _accumulate_positions([np.flatnonzero(row) for row in tt], n_gt)
+
+
+def _order_match(m: APMatches) -> np.ndarray:
+    """``det_match[order].T``: (T, nd) C-contiguous true-positive flags in global score order."""
+    return m.order_match if m.order_match is not None else np.ascontiguousarray(m.det_match[m.order].T)
 
 
 def _accumulate(tps: np.ndarray, n_gt: int) -> tuple[float, float]:
     """pycocotools' accumulate + summarize for one class: ``tps`` (nd, T) in score order."""
+    return _accumulate_positions([np.flatnonzero(tps[:, t]) for t in range(len(IOU_THRESHOLDS))], n_gt)
+
+
+def _accumulate_positions(tp_positions: list[np.ndarray], n_gt: int) -> tuple[float, float]:
+    """:func:`_accumulate` from the true-positive positions (in score order) of each IoU threshold."""
     precision = np.zeros((len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)))
     # Only true-positive positions matter: recall rises only there, and after a false positive the
     # precision is below its value one step earlier, so the right-to-left maximum at any
     # true-positive position is reached at a true-positive position. The float operations are
     # pycocotools' own: tp / (fp + tp + eps) with fp + tp = position + 1, and tp / n_gt.
-    for t in range(len(IOU_THRESHOLDS)):
-        pos = np.flatnonzero(tps[:, t])
+    for t, pos in enumerate(tp_positions):
         if len(pos) == 0:
             continue
         tp = np.arange(1, len(pos) + 1, dtype=float)
         rc = tp / n_gt
         pr = tp / ((pos + 1).astype(float) + np.spacing(1))
-        pr = np.maximum.accumulate(pr[::-1])[::-1]
         inds = np.searchsorted(rc, RECALL_THRESHOLDS, side="left")
-        valid = inds < len(pos)
-        precision[t, valid] = pr[inds[valid]]
+        inds = inds[inds < len(pos)]  # a prefix: inds is non-decreasing
+        if len(inds):
+            # pycocotools makes pr monotone from the right, then reads it at inds: the maximum of
+            # pr[inds[j]:], i.e. of the run [inds[j], inds[j+1]) and every run after it (a repeated
+            # index gives its run's first value, which the runs after it already cover)
+            seg = np.maximum.reduceat(pr, inds)
+            precision[t, : len(inds)] = np.maximum.accumulate(seg[::-1])[::-1]
     return float(np.mean(precision)), float(np.mean(precision[0]))
 
 
 def ap_by_group(m: APMatches, codes: np.ndarray, n_groups: int) -> list[tuple[float, float]]:
     """:func:`ap_from_matches` of every group of images at once: ``codes[i]`` is image ``i``'s group
     (``0 … n_groups-1``). One stable sort by group keeps each group's detections in global score
-    order, so each group is a contiguous slice.
+    order, so each group is a contiguous slice of the score-ordered true-positive flags.
 
     >>> m = match_coco(np.array([[0, 0, 10, 10.], [0, 0, 4, 4]]), np.array([1.0, 0.5]), np.array([0, 1, 2]),
     ...                np.array([[0, 0, 10, 9.], [0, 0, 4, 4]]), np.array([0, 1, 2]))
@@ -231,8 +256,11 @@ def ap_by_group(m: APMatches, codes: np.ndarray, n_groups: int) -> list[tuple[fl
     codes = np.asarray(codes, dtype=np.int64)
     order_image = m.order_image if m.order_image is not None else m.det_image[m.order]
     g_of_det = codes[order_image]
-    perm = np.argsort(g_of_det, kind="stable")
-    dm = m.det_match[m.order[perm]]
+    # a stable sort by group (radix sort on small codes) keeps each group's detections in global
+    # score order, one contiguous run per group
+    small = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else np.int64
+    perm = np.argsort(g_of_det.astype(small), kind="stable")
+    tt = _order_match(m)[:, perm]
     bounds = np.searchsorted(g_of_det[perm], np.arange(n_groups + 1))
     n_gt = np.bincount(codes, weights=m.n_gt, minlength=n_groups).astype(np.int64)
     out = []
@@ -240,7 +268,7 @@ def ap_by_group(m: APMatches, codes: np.ndarray, n_groups: int) -> list[tuple[fl
         if n_gt[g] == 0:
             out.append((float("nan"), float("nan")))
         else:
-            out.append(_accumulate(dm[bounds[g] : bounds[g + 1]], int(n_gt[g])))
+            out.append(_accumulate_positions([np.flatnonzero(row[bounds[g] : bounds[g + 1]]) for row in tt], int(n_gt[g])))
     return out
 
 

@@ -148,6 +148,11 @@ def read_gt(path: str | os.PathLike, suite: str | Sequence[str]) -> pa.Table:
     ...
     witness.errors.SchemaError: Expected the item column(s) ['pair_id', 'pair_role'] that pairs needs, got a file without them (...). Evaluate against released items (witness dataset release).
     """
+    return _read_gt(path, suite)[0]
+
+
+def _read_gt(path: str | os.PathLike, suite: str | Sequence[str]) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`read_gt`, plus the flat reference boxes it checked (``None`` without a boxes column)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"Expected an items file, got a path that does not exist ({path}). Check the path.")
@@ -179,15 +184,15 @@ def read_gt(path: str | os.PathLike, suite: str | Sequence[str]) -> pa.Table:
                     "Give every item its own id."
                 )
             seen[i] = r
-    if "boxes" in columns:
-        _check_ref_boxes(table, None, path)
-    return table
+    ref = _check_ref_boxes(table, None, path) if "boxes" in columns else None
+    return table, ref
 
 
-def _check_ref_boxes(table: pa.Table, ids: list, path: object) -> None:
+def _check_ref_boxes(table: pa.Table, ids: list, path: object) -> tuple[np.ndarray, np.ndarray]:
+    """Check the reference boxes of ``table``; return them flat (``flat_boxes``)."""
     xyxy, offsets = flat_boxes(table.column("boxes"))
     if len(xyxy) == 0:
-        return
+        return xyxy, offsets
     bad = ~(np.isfinite(xyxy).all(axis=1) & (xyxy[:, 0] < xyxy[:, 2]) & (xyxy[:, 1] < xyxy[:, 3]))
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
@@ -197,6 +202,7 @@ def _check_ref_boxes(table: pa.Table, ids: list, path: object) -> None:
             f"Expected a finite reference box with x1 < x2 and y1 < y2, got {xyxy[k].tolist()} "
             f"({where(path, r, ids[r], 'boxes')}). Fix the box in the items."
         )
+    return xyxy, offsets
 
 
 def _gather(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,12 +215,23 @@ def _gather(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np
     return flat[idx], new_off
 
 
+def _pylist(arr: pa.Array) -> list:
+    """``arr.to_pylist()`` of a string array; a column with few distinct values (qtype, category,
+    answers) is decoded through its dictionary, one Python string per distinct value."""
+    enc = arr.dictionary_encode()
+    if len(enc.dictionary) * 4 > len(arr):
+        return arr.to_pylist()
+    values = np.asarray(enc.dictionary.to_pylist() + [None], dtype=object)
+    indices = pc.fill_null(enc.indices, len(values) - 1) if enc.indices.null_count else enc.indices
+    return values[np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)].tolist()
+
+
 def _to_numpy(col: Any, dtype: Any) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=dtype)
 
 
 def align(gt: pa.Table, preds: Predictions, *, fmt: str | None = None, source: object = None,
-          pred_source: object = None) -> Samples:
+          pred_source: object = None, _ref: tuple[np.ndarray, np.ndarray] | None = None) -> Samples:
     """Align predictions to the reference items of ``gt`` (see the module rules).
 
     >>> from witness.schema import item_record, items_table
@@ -228,7 +245,8 @@ def align(gt: pa.Table, preds: Predictions, *, fmt: str | None = None, source: o
     width = _to_numpy(gt.column("width"), np.float64)
     height = _to_numpy(gt.column("height"), np.float64)
     if "boxes" in gt.column_names:
-        ref_boxes, ref_off = flat_boxes(gt.column("boxes"))
+        # _ref: flat_boxes of this very table, already computed by the caller (load_samples)
+        ref_boxes, ref_off = _ref if _ref is not None else flat_boxes(gt.column("boxes"))
     else:
         ref_boxes, ref_off = np.zeros((0, 4)), np.zeros(n + 1, dtype=np.int64)
     pos = pc.index_in(pa.array(preds.ids, pa.string()), value_set=gt.column("id").combine_chunks())
@@ -255,7 +273,10 @@ def align(gt: pa.Table, preds: Predictions, *, fmt: str | None = None, source: o
     pred_scores = pred_scores[:, 0]
     answers = [""] * n
     parsed = ~missing
-    raw_rows = [i for i in np.flatnonzero(~missing).tolist() if preds.raw[rows[i]] is not None]
+    if preds.raw.count(None) == len(preds.raw):  # no raw line at all (C-speed check): nothing to parse
+        raw_rows = []
+    else:
+        raw_rows = [i for i in np.flatnonzero(~missing).tolist() if preds.raw[rows[i]] is not None]
     if raw_rows:
         if fmt is None:
             i = raw_rows[0]
@@ -314,9 +335,11 @@ def align(gt: pa.Table, preds: Predictions, *, fmt: str | None = None, source: o
             columns["labels"] = np.asarray(pc.list_flatten(lab).to_pylist(), dtype=object)
         elif name in ("count", "pair_role"):
             columns[name] = _to_numpy(pc.fill_null(col, -1), np.int64)
+        elif col.type == pa.string():
+            columns[name] = _pylist(arrow[name])  # "answer": nulls already filled with ""
         else:
             columns[name] = col.to_pylist()
-    if "answer" in columns:
+    if "answer" in columns and gt.schema.field("answer").type != pa.string():
         columns["answer"] = ["" if a is None else a for a in columns["answer"]]
     return Samples(
         ids=ids,
@@ -350,9 +373,9 @@ def load_samples(gt_path: str | os.PathLike, pred_path: str | os.PathLike, suite
     >>> s.pred_answers, s.pred_scores.tolist(), s.columns["qtype"]
     (['one'], [0.5], [None])
     """
-    gt = read_gt(gt_path, suite)
+    gt, ref = _read_gt(gt_path, suite)
     preds = read_predictions_fast(pred_path)
-    return align(gt, preds, fmt=fmt, source=gt_path, pred_source=pred_path)
+    return align(gt, preds, fmt=fmt, source=gt_path, pred_source=pred_path, _ref=ref)
 
 
 def predictions_from_records(records: Iterable[Mapping[str, Any]]) -> Predictions:
