@@ -44,7 +44,8 @@ def test_judge_with_calibration(small_items):
 
     with OpenAIServer(handler) as srv:
         client = LLMClient(LLMConfig(srv.base_url, "judge", concurrency=4))
-        rep = judge(small_items, client, calibrate=True, seed=0)
+        rep = judge(small_items, client, calibrate=True, seed=0, chunk_size=4)
+        assert len(srv.requests) == rep.table.num_rows  # every job sent once across chunks
     assert rep.errors == 0
     assert rep.rates["all_correct"] == 1.0
     assert rep.detection["drop_box"]["detection_rate"] == 1.0

@@ -210,10 +210,12 @@ def judge(
     seed: int = 0,
     max_side: int = 1024,
     progress: Callable[[int], None] | None = None,
+    chunk_size: int = 256,
 ) -> JudgeReport:
     """Judge every item (and, with ``calibrate``, corrupted copies); see the module docstring.
 
-    ``client`` is a :class:`witness.llm.LLMClient`. Rates are over items the judge answered:
+    ``client`` is a :class:`witness.llm.LLMClient`; requests go out ``chunk_size`` at a time (each
+    carries its image, so a chunk bounds memory). Rates are over items the judge answered:
     ``answer_correct``, ``evidence_correct``, ``count_matches`` and ``all_correct``.
     """
     rows = items.to_pylist()
@@ -227,8 +229,13 @@ def judge(
                 c = corrupt(r, kind, rng)
                 if c is not None:
                     jobs.append((r["id"], kind, c))
-    requests = [{"messages": judge_messages(it, max_side=max_side), "response_format": _RESPONSE_FORMAT} for _, _, it in jobs]
-    results = client.chat_many(requests, progress=progress)
+    # Requests carry the image as a data URL: build and send them a chunk at a time, so that memory
+    # stays bounded by the chunk, not by the sample (the client caches each answer as it arrives).
+    results = []
+    for start in range(0, len(jobs), chunk_size):
+        chunk = jobs[start : start + chunk_size]
+        requests = [{"messages": judge_messages(it, max_side=max_side), "response_format": _RESPONSE_FORMAT} for _, _, it in chunk]
+        results.extend(client.chat_many(requests, progress=progress))
     out = []
     for (item_id, kind, _), res in zip(jobs, results):
         v = _verdict(res.text) if res.ok else None

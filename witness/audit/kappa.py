@@ -107,6 +107,22 @@ def _ci(samples: np.ndarray) -> tuple[float, float] | None:
     return float(lo), float(hi)
 
 
+def _bootstrap_ci(n_items: int, n_boot: int, seed: int, parts) -> tuple[float, float] | None:
+    """Percentile 95% interval of kappa over ``n_boot`` resamples of the items (None for 0).
+
+    ``parts(sel)`` maps a ``(B, n_items)`` index array to observed and expected agreements; batches of
+    256 resamples bound memory at 256 x N indices.
+    """
+    if not n_boot:
+        return None
+    rng = np.random.default_rng(seed)
+    kb = []
+    for start in range(0, n_boot, 256):
+        sel = rng.integers(0, n_items, size=(min(256, n_boot - start), n_items))
+        kb.append(_kappa_from(*parts(sel)))
+    return _ci(np.concatenate(kb))
+
+
 def cohen_kappa(
     a: Sequence,
     b: Sequence,
@@ -137,15 +153,7 @@ def cohen_kappa(
     kappa = float(_kappa_from(po, pe)[0])
     if math.isnan(kappa):
         warnings.warn("Cohen's kappa is undefined: expected agreement is 1 (one label only).", RuntimeWarning, stacklevel=2)
-    ci = None
-    if n_boot:
-        rng = np.random.default_rng(seed)
-        kb = []
-        for start in range(0, n_boot, 256):  # batches bound memory at 256 x N indices
-            sel = rng.integers(0, len(ai), size=(min(256, n_boot - start), len(ai)))
-            bpo, bpe = _cohen_parts(ai, bi, k, w, sel)
-            kb.append(_kappa_from(bpo, bpe))
-        ci = _ci(np.concatenate(kb))
+    ci = _bootstrap_ci(len(ai), n_boot, seed, lambda sel: _cohen_parts(ai, bi, k, w, sel))
     method = "cohen" if weights is None else f"cohen-{weights}"
     return KappaResult(kappa, method, len(ai), float(po[0]), float(pe[0]), ci)
 
@@ -200,13 +208,5 @@ def fleiss_kappa(counts, *, n_boot: int = 1000, seed: int = 0) -> KappaResult:
     kappa = float(_kappa_from(po, pe)[0])
     if math.isnan(kappa):
         warnings.warn("Fleiss' kappa is undefined: every rating falls in one category.", RuntimeWarning, stacklevel=2)
-    ci = None
-    if n_boot:
-        rng = np.random.default_rng(seed)
-        kb = []
-        for start in range(0, n_boot, 256):
-            sel = rng.integers(0, len(counts), size=(min(256, n_boot - start), len(counts)))
-            bpo, bpe = _fleiss_parts(counts, sel)
-            kb.append(_kappa_from(bpo, bpe))
-        ci = _ci(np.concatenate(kb))
+    ci = _bootstrap_ci(len(counts), n_boot, seed, lambda sel: _fleiss_parts(counts, sel))
     return KappaResult(kappa, "fleiss", int(len(counts)), float(po[0]), float(pe[0]), ci)
